@@ -1,0 +1,291 @@
+"""Scripted negotiators that speak the same prose + JSON protocol as the language models.
+
+The environment cannot tell them from a model: each turn is two sentences of prose and one JSON
+action, and each agent sees only its own preferences, the counterpart's prose and the ledger.
+They are the paper's missing baseline [App. A "No scripted baseline"] and the classic automated
+negotiators of the Genius / ANAC tradition:
+
+* :class:`FixedOfferAgent`: names one contract every turn (its best, or a set utility) and accepts
+  only a ledger at least that good;
+* :class:`TimeDependentAgent`: Faratin et al. (1998) concession in utility space,
+  u(t) = Pmax - (Pmax - Pmin) (k + (1 - k) t^(1/e)); Boulware e < 1, linear e = 1, Conceder
+  e > 1, Hardliner e = 0; acceptance AC_next (accept when the ledger is worth at least the next bid);
+* :class:`TitForTatAgent`: relative tit-for-tat, mirroring the counterpart's concession measured in
+  its own utility;
+* :class:`HardHeadedAgent`: Boulware concession plus a frequency opponent model; among bids near
+  its target it proposes the one best for the modelled opponent (integrative logrolling).
+
+Every agent is deterministic given its seed and the episode (prose variety comes from a PRNG seeded
+by (agent seed, scenario seed, turn)). No agent accepts a ledger below its reservation value.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from negolib.agents.base import Agent, AgentReply
+from negolib.domains import Domain, Issue
+from negolib.env import PartyView
+from negolib.scenarios import PartyPrefs, other
+from negolib.utility import normalized_utility
+
+_OPEN = ("Thanks for making time for this. ", "Good to meet you. ", "I'm glad we can talk this through. ")
+_COUNTER = ("I've looked at where we stand. ", "Thanks, that helps. ", "Let me come back with a proposal. ",
+            "I hear you on that. ")
+_ACCEPT = ("That works for me, let's close on the current terms. ",
+           "I can live with this, so I'll accept the offer as it stands. ",
+           "We have a deal on the terms as they stand. ")
+
+
+def _fmt_value(issue: Issue, value: Any) -> str:
+    if issue.kind == "continuous":
+        return f"{value:g} {issue.unit}".strip()
+    if issue.kind == "binary":
+        return "yes" if value else "no"
+    return str(value)
+
+
+def concession_bid(domain: Domain, prefs: PartyPrefs, target: float,
+                   order: Sequence[int] | None = None,
+                   concede_to: Mapping[int, Any] | None = None) -> dict[str, Any]:
+    """A contract naming every term whose own U~ is ``target`` (or just above, for discrete terms).
+
+    Start from the party's best contract and give up utility term by term in ``order`` (default:
+    least important first). A continuous term concedes partially; an integrative term concedes
+    all-or-nothing, to the level in ``concede_to`` (default: the first non-preferred level).
+    """
+    target = min(1.0, max(0.0, target))
+    give = 1.0 - target
+    issues = domain.issues
+    order = list(order) if order is not None else sorted(range(len(issues)), key=lambda k: prefs.weights[k])
+    bid: dict[str, Any] = {}
+    for k in order:
+        issue, w = issues[k], prefs.weights[k]
+        if issue.kind == "continuous":
+            c = min(give, w)
+            frac = 1.0 - c / w if w > 0 else 1.0  # share of the way from worst to best
+            x = issue.lo + frac * (issue.hi - issue.lo) if prefs.signs[k] > 0 else \
+                issue.hi - frac * (issue.hi - issue.lo)
+            bid[issue.name] = round(x, 2)
+            give -= c
+        else:
+            pref = prefs.preferred[k]
+            alt = (concede_to or {}).get(k)
+            if alt is None or alt == pref:
+                alt = next(level for level in issue.levels if level != pref)
+            if give >= w and w > 0:
+                bid[issue.name] = alt
+                give -= w
+            else:
+                bid[issue.name] = pref
+    return {i.name: bid[i.name] for i in issues}
+
+
+@dataclass
+class _Turn:
+    text: str
+
+
+class ScriptedAgent(Agent):
+    """Base class: subclasses choose a target and a bid; this class speaks and accepts."""
+
+    backend = "scripted"
+
+    def __init__(self, name: str, seed: int = 0) -> None:
+        self.name, self.seed = name, seed
+
+    # -- strategy hooks -------------------------------------------------------------------------
+    def target(self, view: PartyView) -> float:
+        """Own U~ the agent aims for at this turn."""
+        raise NotImplementedError
+
+    def bid(self, view: PartyView, target: float) -> dict[str, Any]:
+        """The contract proposed at ``target``."""
+        return concession_bid(view.domain, view.prefs, target)
+
+    # -- shared machinery -----------------------------------------------------------------------
+    def utility(self, view: PartyView, ledger: Mapping[str, Any]) -> float:
+        return normalized_utility(view.domain, view.prefs, ledger)
+
+    def accepts(self, view: PartyView, next_bid_utility: float) -> bool:
+        """AC_next with a reservation floor; only a ledger the counterpart has touched is accepted."""
+        if not view.history or view.history[-1].role == view.role:
+            return False
+        u = self.utility(view, view.ledger)
+        return u >= view.prefs.reservation and u >= next_bid_utility
+
+    def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
+        return [AgentReply(self._turn(v)) for v in views]
+
+    def _turn(self, view: PartyView) -> str:
+        rng = random.Random(self.seed * 1_000_003 + view.seed * 97 + view.turn)
+        t = self.target(view)
+        bid = self.bid(view, t)
+        bid_u = self.utility(view, bid)
+        if self.accepts(view, bid_u):
+            return rng.choice(_ACCEPT) + "\n" + json.dumps({"action": "ACCEPT"})
+        opener = rng.choice(_OPEN if len(view.history) < 2 else _COUNTER)
+        changed = [i for i in view.domain.issues if view.ledger.get(i.name) != bid[i.name]]
+        shown = sorted(changed or list(view.domain.issues), key=lambda i: -view.prefs.weights[
+            view.domain.index(i.name)])[:2]
+        detail = " and ".join(f"{i.name.replace('_', ' ')} at {_fmt_value(i, bid[i.name])}" for i in shown)
+        prose = f"{opener}I can offer {detail}, with the other terms as listed."
+        action = {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in bid.items()]}
+        return prose + "\n" + json.dumps(action)
+
+    def settings(self) -> dict[str, Any]:
+        return {"backend": self.backend, "name": self.name, "strategy": type(self).__name__, "seed": self.seed}
+
+
+class FixedOfferAgent(ScriptedAgent):
+    """Names one contract every turn and waits: its best (``offer_utility=1``) or a set utility."""
+
+    def __init__(self, name: str = "fixed_offer", seed: int = 0, offer_utility: float = 1.0) -> None:
+        super().__init__(name, seed)
+        if not 0.0 <= offer_utility <= 1.0:
+            raise ValueError(f"offer_utility must be in [0, 1], got {offer_utility}")
+        self.offer_utility = offer_utility
+
+    def target(self, view: PartyView) -> float:
+        return max(self.offer_utility, view.prefs.reservation)
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "offer_utility": self.offer_utility}
+
+
+class TimeDependentAgent(ScriptedAgent):
+    """Faratin et al. (1998) time-dependent concession: Boulware, linear, Conceder or Hardliner."""
+
+    def __init__(self, name: str, seed: int = 0, e: float = 1.0, k: float = 0.0,
+                 p_max: float = 1.0, p_min: float = 0.0) -> None:
+        super().__init__(name, seed)
+        if e < 0 or not 0 <= k <= 1 or not 0 <= p_min <= p_max <= 1:
+            raise ValueError("need e >= 0, 0 <= k <= 1 and 0 <= p_min <= p_max <= 1")
+        self.e, self.k, self.p_max, self.p_min = e, k, p_max, p_min
+
+    def concession(self, t: float) -> float:
+        """f(t) = k + (1 - k) t^(1/e) in [0, 1]; e = 0 (Hardliner) never concedes."""
+        if self.e == 0:
+            return self.k
+        return self.k + (1 - self.k) * min(1.0, max(0.0, t)) ** (1.0 / self.e)
+
+    def target(self, view: PartyView) -> float:
+        t = (view.turn - 1) / max(1, view.config.max_turns - 1)
+        lo = max(self.p_min, view.prefs.reservation)
+        return self.p_max - (self.p_max - lo) * self.concession(t)
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "e": self.e, "k": self.k, "p_max": self.p_max, "p_min": self.p_min}
+
+
+class TitForTatAgent(ScriptedAgent):
+    """Relative tit-for-tat: concede, in own utility, what the counterpart last conceded."""
+
+    def __init__(self, name: str = "tit_for_tat", seed: int = 0, min_concession: float = 0.01) -> None:
+        super().__init__(name, seed)
+        self.min_concession = min_concession
+
+    def target(self, view: PartyView) -> float:
+        mine = [h for h in view.history if h.role == view.role]
+        theirs = [h for h in view.history if h.role != view.role]
+        if not mine:
+            return 1.0
+        last = self.utility(view, mine[-1].ledger)
+        gain = 0.0
+        if len(theirs) >= 2:
+            gain = self.utility(view, theirs[-1].ledger) - self.utility(view, theirs[-2].ledger)
+        target = last - max(self.min_concession, gain)
+        return max(view.prefs.reservation, target)
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "min_concession": self.min_concession}
+
+
+class HardHeadedAgent(TimeDependentAgent):
+    """Boulware concession with a frequency opponent model (after HardHeaded, ANAC 2011).
+
+    The model counts how often the counterpart's ledger holds each level (its preferred level
+    estimate) and how rarely it changes each issue (its weight estimate). Among candidate bids at
+    or just above the target, the agent proposes the one the model rates best for the opponent,
+    conceding first on issues that are cheap for itself and valuable to the opponent.
+    """
+
+    def __init__(self, name: str = "hardheaded", seed: int = 0, e: float = 0.2, p_min: float = 0.0,
+                 window: float = 0.05) -> None:
+        super().__init__(name, seed, e=e, p_min=p_min)
+        self.window = window
+
+    def opponent_model(self, view: PartyView) -> tuple[list[float], dict[int, Any]]:
+        """Estimated opponent weights (domain order, sum 1) and preferred integrative levels."""
+        issues = view.domain.issues
+        theirs = [h.ledger for h in view.history if h.role == other(view.role)]
+        weights = [1.0] * len(issues)
+        counts: list[dict[Any, int]] = [{} for _ in issues]
+        prev: Mapping[str, Any] | None = None
+        for led in theirs:
+            for k, issue in enumerate(issues):
+                if issue.name in led:
+                    counts[k][led[issue.name]] = counts[k].get(led[issue.name], 0) + 1
+                    if prev is not None and prev.get(issue.name) == led[issue.name]:
+                        weights[k] += 0.2  # unchanged issues are likely important to them
+            prev = led
+        total = sum(weights)
+        preferred = {k: max(c, key=c.get) for k, c in enumerate(counts) if c and issues[k].kind != "continuous"}
+        return [w / total for w in weights], preferred
+
+    def _opp_value(self, domain: Domain, weights: list[float], preferred: dict[int, Any],
+                   bid: Mapping[str, Any], opp_signs: Sequence[int]) -> float:
+        v = 0.0
+        for k, issue in enumerate(domain.issues):
+            x = bid[issue.name]
+            if issue.kind == "continuous":
+                phi = opp_signs[k] * (2 * (x - issue.lo) / (issue.hi - issue.lo) - 1)
+            else:
+                phi = 1.0 if preferred.get(k) == x else (0.0 if k not in preferred else -1.0)
+            v += weights[k] * (phi + 1) / 2
+        return v
+
+    def bid(self, view: PartyView, target: float) -> dict[str, Any]:
+        d, p = view.domain, view.prefs
+        weights, preferred = self.opponent_model(view)
+        opp_signs = [-s for s in p.signs]  # continuous directions are opposed by role [paper §3]
+        n = len(d.issues)
+        orders = [
+            sorted(range(n), key=lambda k: p.weights[k]),
+            sorted(range(n), key=lambda k: p.weights[k] / (weights[k] + 1e-9)),
+            sorted(range(n), key=lambda k: (d.issues[k].kind == "continuous", p.weights[k])),
+        ]
+        best, best_v = None, -1.0
+        for tgt in (target, min(1.0, target + self.window / 2), min(1.0, target + self.window)):
+            for order in orders:
+                cand = concession_bid(d, p, tgt, order, preferred)
+                if self.utility(view, cand) + 1e-9 < target:
+                    continue
+                v = self._opp_value(d, weights, preferred, cand, opp_signs)
+                if v > best_v:
+                    best, best_v = cand, v
+        return best if best is not None else concession_bid(d, p, target)
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "window": self.window}
+
+
+STRATEGIES = {
+    "fixed_offer": lambda name, seed, **kw: FixedOfferAgent(name, seed, **kw),
+    "boulware": lambda name, seed, **kw: TimeDependentAgent(name, seed, **{"e": 0.2, **kw}),
+    "linear": lambda name, seed, **kw: TimeDependentAgent(name, seed, **{"e": 1.0, **kw}),
+    "conceder": lambda name, seed, **kw: TimeDependentAgent(name, seed, **{"e": 2.0, **kw}),
+    "hardliner": lambda name, seed, **kw: TimeDependentAgent(name, seed, **{"e": 0.0, **kw}),
+    "tit_for_tat": lambda name, seed, **kw: TitForTatAgent(name, seed, **kw),
+    "hardheaded": lambda name, seed, **kw: HardHeadedAgent(name, seed, **kw),
+}
+
+
+def make_scripted(strategy: str, name: str | None = None, seed: int = 0, **params: Any) -> ScriptedAgent:
+    """Build a scripted agent by strategy name (see :data:`STRATEGIES`)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown scripted strategy {strategy!r}; choose from {sorted(STRATEGIES)}")
+    return STRATEGIES[strategy](name or strategy, seed, **params)

@@ -1,0 +1,234 @@
+"""The episode state machine: turn order, ledger, closing rules, reward (Eq. 1) and the record.
+
+The seller opens by default and the parties alternate; a round is one turn of each, for at most
+``max_rounds`` rounds (12 rounds = 24 turns) [paper §3]. ACCEPT closes the episode on the current
+ledger; in evaluation terms attached to an accept are ignored, in training they are applied first
+(``accept_applies_terms``). Reaching the cap without an accept is a no-deal. A turn that does not
+parse still delivers its prose; the ledger is unchanged and the episode goes on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from negolib.domains import Domain
+from negolib.protocol import apply_terms, parse_action
+from negolib.scenarios import PartyPrefs, Role, Scenario, other
+from negolib.utility import contributions
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Environment constants; defaults are the paper's (Eq. 1, 12 rounds, seller opens)."""
+
+    max_rounds: int = 12
+    first_mover: Role = "seller"
+    accept_applies_terms: bool = False
+    no_deal_penalty: float = 0.3
+    format_penalty: float = 0.05
+    length_penalty: float = 0.05
+    soft_budget_frac: float = 0.75
+    converge_from_turn: int = 16
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
+        if self.first_mover not in ("seller", "buyer"):
+            raise ValueError(f"first_mover must be 'seller' or 'buyer', got {self.first_mover!r}")
+        if not 0 < self.soft_budget_frac < 1:
+            raise ValueError(f"soft_budget_frac must be in (0, 1), got {self.soft_budget_frac}")
+
+    @property
+    def max_turns(self) -> int:
+        return 2 * self.max_rounds
+
+    @property
+    def soft_budget(self) -> float:
+        return self.soft_budget_frac * self.max_rounds
+
+    @classmethod
+    def training(cls, **kw: Any) -> EnvConfig:
+        """The training configuration: terms attached to an accept are applied before closing."""
+        return cls(accept_applies_terms=True, **kw)
+
+
+def reward(score: float, n_bad: int, n_policy: int, n_rounds: int, config: EnvConfig) -> float:
+    """Eq. 1: r = S - g_fmt n_bad/n_policy - g_len max(0, n - t_soft) / (T - t_soft)."""
+    fmt = n_bad / n_policy if n_policy else 0.0
+    over = max(0.0, n_rounds - config.soft_budget) / (config.max_rounds - config.soft_budget)
+    return score - config.format_penalty * fmt - config.length_penalty * over
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One past turn as a party sees it: the counterpart's raw text is never included."""
+
+    turn: int
+    role: Role
+    prose: str
+    ledger: Mapping[str, Any]
+    raw: str | None = None
+
+
+@dataclass(frozen=True)
+class PartyView:
+    """Everything one party may see when it is asked for its next turn."""
+
+    episode_id: str
+    role: Role
+    domain: Domain
+    prefs: PartyPrefs
+    seed: int
+    turn: int
+    history: tuple[HistoryEntry, ...]
+    ledger: Mapping[str, Any]
+    config: EnvConfig
+
+    @property
+    def converge(self) -> bool:
+        """True from the turn where the phase instruction says to converge (turn 16)."""
+        return self.turn >= self.config.converge_from_turn
+
+
+@dataclass
+class TurnRecord:
+    """One turn of the transcript."""
+
+    turn: int
+    role: Role
+    raw: str
+    prose: str
+    action: dict[str, Any] | None
+    parse_error: str | None
+    ledger: dict[str, Any]
+    invalid_terms: list[str] = field(default_factory=list)
+    off_schema_terms: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """How the episode ended and what each party got."""
+
+    deal: bool
+    closed_by: Role | None
+    final_ledger: dict[str, Any]
+    seller_utility: float
+    buyer_utility: float
+    seller_terms: list[float]
+    buyer_terms: list[float]
+    turns: int
+    rounds: int
+    seller_turns: int
+    seller_bad_parses: int
+    bad_parses: int
+    accept_with_terms: bool
+    score: float
+    reward: float
+
+
+class Episode:
+    """One negotiation between a seller and a buyer on a scenario."""
+
+    def __init__(self, scenario: Scenario, config: EnvConfig | None = None, episode_id: str = "") -> None:
+        self.scenario = scenario
+        self.config = config or EnvConfig()
+        self.episode_id = episode_id or f"{scenario.domain.name}:{scenario.seed}"
+        self.ledger: dict[str, Any] = {}
+        self.turns: list[TurnRecord] = []
+        self.outcome: Outcome | None = None
+        self._accept_terms = False
+        self._history: dict[Role, list[HistoryEntry]] = {"seller": [], "buyer": []}
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def to_move(self) -> Role:
+        """The role whose turn is next."""
+        first = self.config.first_mover
+        return first if len(self.turns) % 2 == 0 else other(first)
+
+    def view(self, role: Role | None = None) -> PartyView:
+        """The view of ``role`` (default: the party to move)."""
+        role = role or self.to_move
+        s = self.scenario
+        return PartyView(self.episode_id, role, s.domain, s.prefs(role), s.seed, len(self.turns) + 1,
+                         tuple(self._history[role]), dict(self.ledger), self.config)
+
+    def step(self, text: str, input_tokens: int = 0, output_tokens: int = 0,
+             latency_s: float = 0.0) -> TurnRecord:
+        """Play the raw ``text`` of the party to move and advance the episode."""
+        if self.done:
+            raise RuntimeError(f"episode {self.episode_id} is over")
+        role = self.to_move
+        parsed = parse_action(text)
+        rec = TurnRecord(len(self.turns) + 1, role, text, parsed.prose,
+                         parsed.action.to_dict() if parsed.action else None, parsed.error, {},
+                         input_tokens=input_tokens, output_tokens=output_tokens, latency_s=latency_s)
+        act = parsed.action
+        if act is not None and (act.kind == "COUNTER" or self.config.accept_applies_terms):
+            upd = apply_terms(self.scenario.domain, self.ledger, act.terms)
+            rec.invalid_terms, rec.off_schema_terms = upd.invalid, upd.off_schema
+        rec.ledger = dict(self.ledger)
+        self.turns.append(rec)
+        for viewer in ("seller", "buyer"):  # ledger snapshots are shared, never mutated afterwards
+            self._history[viewer].append(HistoryEntry(rec.turn, role, rec.prose, rec.ledger,
+                                                      text if viewer == role else None))
+        if act is not None and act.kind == "ACCEPT":
+            self._accept_terms = bool(act.terms)
+            self._close(True, role)
+        elif len(self.turns) >= self.config.max_turns:
+            self._close(False, None)
+        return rec
+
+    def _close(self, deal: bool, closed_by: Role | None) -> None:
+        s, cfg = self.scenario, self.config
+        seller_c = contributions(s.domain, s.seller, self.ledger)
+        buyer_c = contributions(s.domain, s.buyer, self.ledger)
+        su = min(1.0, max(0.0, float(seller_c.sum())))
+        bu = min(1.0, max(0.0, float(buyer_c.sum())))
+        seller_turns = [t for t in self.turns if t.role == "seller"]
+        n_bad_seller = sum(t.action is None for t in seller_turns)
+        rounds = math.ceil(len(self.turns) / 2)
+        score = su if deal else -cfg.no_deal_penalty
+        self.outcome = Outcome(
+            deal=deal, closed_by=closed_by, final_ledger=dict(self.ledger),
+            seller_utility=su if deal else float("nan"), buyer_utility=bu if deal else float("nan"),
+            seller_terms=[float(x) for x in seller_c], buyer_terms=[float(x) for x in buyer_c],
+            turns=len(self.turns), rounds=rounds, seller_turns=len(seller_turns),
+            seller_bad_parses=n_bad_seller, bad_parses=sum(t.action is None for t in self.turns),
+            accept_with_terms=deal and self._accept_terms, score=score,
+            reward=reward(score, n_bad_seller, len(seller_turns), rounds, cfg),
+        )
+
+    def record(self, **key: Any) -> dict[str, Any]:
+        """The JSON-ready transcript record of this episode (see :mod:`negolib.transcripts`)."""
+        from negolib.transcripts import SCHEMA_VERSION
+
+        out = self.outcome
+        status = "running" if out is None else ("deal" if out.deal else "no_deal")
+        return {
+            "schema": SCHEMA_VERSION, **key, "domain": self.scenario.domain.name,
+            "seed": self.scenario.seed, "held_out": self.scenario.domain.held_out,
+            "status": status, "config": asdict(self.config),
+            "turns": [dict(vars(t)) for t in self.turns],  # shallow: values are JSON-ready snapshots
+            "outcome": None if out is None else _jsonable(dict(vars(out))),
+        }
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    """NaN (no-deal utilities) becomes None so the record is strict JSON."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+
+
+def opening_score(scenario: Scenario, ledger: Mapping[str, Any]) -> float:
+    """The seller's U~ if ``ledger`` were accepted as it stands."""
+    return float(np.clip(contributions(scenario.domain, scenario.seller, ledger).sum(), 0, 1))

@@ -1,0 +1,242 @@
+"""The turn protocol: actions, the parser, and ledger updates [paper §3, SPEC 2.4].
+
+A turn is prose followed by one JSON action::
+
+    {"action": "COUNTER", "terms": [{"name": "price", "value": 40}], "notes": "..."}
+    {"action": "ACCEPT"}
+
+The parser is *strict* about what counts as a valid action (the action word, the shape of the
+terms, the allowed keys) and *lenient* about surrounding text (code fences, prose before or after,
+an identical action repeated). Anything else is a bad parse: the prose still reaches the
+counterpart and the ledger is unchanged. Only parsed actions change the ledger, so prose that
+"announces" a different ledger (prompt injection) has no effect.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from negolib.domains import Domain, Issue
+
+ActionKind = Literal["COUNTER", "ACCEPT"]
+ACTION_KEYS = frozenset({"action", "terms", "notes"})
+TERM_KEYS = frozenset({"name", "value"})
+MAX_TEXT_CHARS = 16_000
+MAX_TERMS = 64
+_DECODER = json.JSONDecoder()
+
+# Chat-template tags of common model families; none may reach counterpart-visible text.
+TEMPLATE_TAG_RE = re.compile(
+    r"<\|[^<>|\n]{0,40}\|>"            # <|im_start|>, <|eot_id|>, <|endoftext|>
+    r"|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>"  # Gemma 4 style <|turn>, <channel|>
+    r"|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<bos>|<eos>|<pad>"
+)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u2028\u2029\ufeff]")
+_FENCE_RE = re.compile(r"```[a-zA-Z]*")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One named term as written by a party (value not yet checked against the schema)."""
+
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed action. ``terms`` may accompany an ACCEPT (used only in training)."""
+
+    kind: ActionKind
+    terms: tuple[Term, ...] = ()
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"action": self.kind, "terms": [{"name": t.name, "value": t.value}
+                                                           for t in self.terms]}
+        if self.notes:
+            d["notes"] = self.notes
+        return d
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The outcome of parsing one turn: the prose for the counterpart and an action or an error."""
+
+    prose: str
+    action: Action | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.action is not None
+
+
+def clean_prose(text: str) -> str:
+    """Counterpart-visible text: no template tags, no control characters, no code fences."""
+    text = TEMPLATE_TAG_RE.sub("", text)
+    text = _CONTROL_RE.sub("", text)
+    text = _FENCE_RE.sub("", text)
+    text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _find_actions(text: str) -> tuple[list[tuple[int, int, dict[str, Any]]], bool]:
+    """Top-level JSON objects carrying an "action" key, as (start, end, obj); and whether some
+    '{' that looks like the start of an action failed to decode."""
+    found, broken, pos = [], False, 0
+    while True:
+        start = text.find("{", pos)
+        if start < 0:
+            return found, broken
+        try:
+            obj, end = _DECODER.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            if re.match(r'\{\s*"action"', text[start:start + 40]):
+                broken = True
+            pos = start + 1
+            continue
+        if isinstance(obj, dict) and "action" in obj:
+            found.append((start, end, obj))
+        pos = end
+
+
+def _validate(obj: dict[str, Any]) -> Action:
+    unknown = set(obj) - ACTION_KEYS
+    if unknown:
+        raise ValueError(f"unknown action keys {sorted(unknown)}; allowed {sorted(ACTION_KEYS)}")
+    word = obj["action"]
+    if not isinstance(word, str) or word.strip().upper() not in ("COUNTER", "ACCEPT"):
+        raise ValueError(f"action must be 'COUNTER' or 'ACCEPT', got {word!r}")
+    kind: ActionKind = word.strip().upper()  # type: ignore[assignment]
+    raw_terms = obj.get("terms", [])
+    if raw_terms is None and kind == "ACCEPT":
+        raw_terms = []
+    if kind == "COUNTER" and "terms" not in obj:
+        raise ValueError("COUNTER needs a 'terms' list")
+    if not isinstance(raw_terms, list):
+        raise ValueError(f"'terms' must be a list of {{name, value}} objects, got {type(raw_terms).__name__}")
+    if len(raw_terms) > MAX_TERMS:
+        raise ValueError(f"too many terms ({len(raw_terms)} > {MAX_TERMS})")
+    terms = []
+    for i, t in enumerate(raw_terms):
+        if not isinstance(t, dict) or set(t) != TERM_KEYS:
+            raise ValueError(f"terms[{i}] must be an object with exactly 'name' and 'value'")
+        name, value = t["name"], t["value"]
+        if not isinstance(name, str) or not name.strip() or len(name) > 80:
+            raise ValueError(f"terms[{i}].name must be a non-empty string")
+        if not isinstance(value, (str, int, float, bool)) or (isinstance(value, str) and len(value) > 200):
+            raise ValueError(f"terms[{i}].value must be a string, number or boolean")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"terms[{i}].value must be finite")
+        terms.append(Term(name.strip(), value))
+    notes = obj.get("notes", "")
+    if notes is None:
+        notes = ""
+    if not isinstance(notes, str):
+        raise ValueError("'notes' must be a string")
+    return Action(kind, tuple(terms), notes)
+
+
+def parse_action(text: str) -> ParseResult:
+    """Parse one turn's raw text into counterpart-visible prose and exactly one action.
+
+    Lenient: code fences, prose before and after the JSON, and an identical action repeated are
+    accepted. Strict: the action word, allowed keys, the {name, value} term shape and value types.
+    Conflicting actions, no action, malformed or truncated JSON are bad parses (error is set).
+    """
+    if not isinstance(text, str):
+        return ParseResult("", None, f"turn text must be a string, got {type(text).__name__}")
+    truncated = len(text) > MAX_TEXT_CHARS
+    body = text[:MAX_TEXT_CHARS]
+    found, broken = _find_actions(body)
+    if not found:
+        err = "malformed or truncated JSON action" if broken else "no JSON action found"
+        if truncated:
+            err += f" (text cut at {MAX_TEXT_CHARS} characters)"
+        return ParseResult(clean_prose(body), None, err)
+    distinct = {json.dumps(obj, sort_keys=True) for _, _, obj in found} if len(found) > 1 else {""}
+    prose = body
+    for start, end, _ in reversed(found):
+        prose = prose[:start] + prose[end:]
+    prose = clean_prose(prose)
+    if len(distinct) > 1:
+        return ParseResult(prose, None, f"{len(found)} conflicting actions in one turn")
+    try:
+        action = _validate(found[0][2])
+    except ValueError as exc:
+        return ParseResult(prose, None, str(exc))
+    return ParseResult(prose, action)
+
+
+def canonical_value(issue: Issue, value: Any) -> tuple[bool, Any]:
+    """(ok, canonical value) of a party's value for a schema issue.
+
+    Continuous: a finite number or a numeric string ('$', ',' and '%' allowed). Categorical: a
+    level, matched case-insensitively. Binary: a boolean or 'true'/'false'/'yes'/'no'.
+    """
+    if issue.kind == "continuous":
+        if isinstance(value, bool):
+            return False, None
+        if isinstance(value, str):
+            s = value.strip().replace("$", "").replace(",", "").replace("%", "")
+            try:
+                value = float(s)
+            except ValueError:
+                return False, None
+        x = float(value)
+        return (True, x) if math.isfinite(x) else (False, None)
+    if issue.kind == "binary":
+        if isinstance(value, bool):
+            return True, value
+        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "false", "no"):
+            return True, value.strip().lower() in ("true", "yes")
+        return False, None
+    if isinstance(value, str):
+        want = value.strip().lower()
+        for level in issue.levels:
+            if level.lower() == want:
+                return True, level
+    return False, None
+
+
+@dataclass
+class LedgerUpdate:
+    """What applying a list of terms did: invalid known terms and off-schema names."""
+
+    written: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    off_schema: list[str] = field(default_factory=list)
+
+
+def apply_terms(domain: Domain, ledger: dict[str, Any], terms: tuple[Term, ...]) -> LedgerUpdate:
+    """Overwrite ``ledger`` in place with ``terms`` [SPEC 2.1, 2.4].
+
+    A schema name (matched case-insensitively) with a usable value is written canonically; with an
+    unusable value it is not written and counted invalid. Off-schema names enter the ledger as
+    written but are never scored.
+    """
+    by_lower = {i.name.lower(): i for i in domain.issues}
+    upd = LedgerUpdate()
+    for term in terms:
+        issue = by_lower.get(term.name.lower())
+        if issue is None:
+            ledger[term.name] = term.value
+            upd.off_schema.append(term.name)
+            continue
+        ok, value = canonical_value(issue, term.value)
+        if ok:
+            ledger[issue.name] = value
+            upd.written.append(issue.name)
+        else:
+            upd.invalid.append(issue.name)
+    return upd
+
+
+def format_action(action: Action) -> str:
+    """The JSON line of an action, as agents write it."""
+    return json.dumps(action.to_dict())
