@@ -160,8 +160,9 @@ class Episode:
         """The view of ``role`` (default: the party to move)."""
         role = role or self.to_move
         s = self.scenario
+        ledger = self.turns[-1].ledger if self.turns else {}  # the last snapshot, never mutated
         return PartyView(self.episode_id, role, s.domain, s.prefs(role), s.seed, len(self.turns) + 1,
-                         tuple(self._history[role]), dict(self.ledger), self.config)
+                         tuple(self._history[role]), ledger, self.config)
 
     def step(self, text: str, input_tokens: int = 0, output_tokens: int = 0,
              latency_s: float = 0.0) -> TurnRecord:

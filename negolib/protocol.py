@@ -78,11 +78,16 @@ class ParseResult:
 
 def clean_prose(text: str) -> str:
     """Counterpart-visible text: no template tags, no control characters, no code fences."""
-    text = TEMPLATE_TAG_RE.sub("", text)
-    text = _CONTROL_RE.sub("", text)
-    text = _FENCE_RE.sub("", text)
-    text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    if "<" in text or "[" in text:
+        text = TEMPLATE_TAG_RE.sub("", text)
+    if not (text.isascii() and text.isprintable()):
+        text = _CONTROL_RE.sub("", text)
+    if "`" in text:
+        text = _FENCE_RE.sub("", text)
+    if "  " in text or "\t" in text or "\n" in text:
+        text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
+        text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
 
 
 def _find_actions(text: str) -> tuple[list[tuple[int, int, dict[str, Any]]], bool]:

@@ -10,6 +10,7 @@ where it stopped.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -100,6 +101,8 @@ def run_episodes(
             store.append(pending)
             pending.clear()
 
+    gc_thresholds = gc.get_threshold()
+    gc.set_threshold(max(gc_thresholds[0], 50_000), *gc_thresholds[1:])  # many live episodes: fewer GC passes
     try:
         while queue or live:
             while queue and len(live) < batch:
@@ -136,9 +139,12 @@ def run_episodes(
                     still.append((spec, ep))
             live = still
     finally:
+        gc.set_threshold(*gc_thresholds)
         if store is not None and pending:
             store.append(pending)
         bar.close()
+    order = {spec.key: i for i, spec in enumerate(specs)}
+    records.sort(key=lambda r: order[record_key(r)])  # spec order, whatever order episodes ended in
     return RolloutResult(records, skipped)
 
 

@@ -22,8 +22,6 @@ by (agent seed, scenario seed, turn)). No agent accepts a ledger below its reser
 from __future__ import annotations
 
 import json
-import random
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from negolib.agents.base import Agent, AgentReply
@@ -48,45 +46,68 @@ def _fmt_value(issue: Issue, value: Any) -> str:
     return str(value)
 
 
-def concession_bid(domain: Domain, prefs: PartyPrefs, target: float,
-                   order: Sequence[int] | None = None,
-                   concede_to: Mapping[int, Any] | None = None) -> dict[str, Any]:
-    """A contract naming every term whose own U~ is ``target`` (or just above, for discrete terms).
+def _weight_order(prefs: PartyPrefs) -> list[int]:
+    """Issue indices, least important to the party first."""
+    return sorted(range(len(prefs.weights)), key=prefs.weights.__getitem__)
+
+
+def concede(domain: Domain, prefs: PartyPrefs, target: float, order: Sequence[int] | None = None,
+            concede_to: Mapping[int, Any] | None = None) -> tuple[dict[str, Any], float]:
+    """A contract naming every term with own U~ at ``target`` (or just above), and that U~.
 
     Start from the party's best contract and give up utility term by term in ``order`` (default:
     least important first). A continuous term concedes partially; an integrative term concedes
     all-or-nothing, to the level in ``concede_to`` (default: the first non-preferred level).
+    Because U~ splits exactly by term, the bid's utility is 1 minus what was given up.
     """
     target = min(1.0, max(0.0, target))
     give = 1.0 - target
-    issues = domain.issues
-    order = list(order) if order is not None else sorted(range(len(issues)), key=lambda k: prefs.weights[k])
-    bid: dict[str, Any] = {}
-    for k in order:
-        issue, w = issues[k], prefs.weights[k]
+    issues, weights = domain.issues, prefs.weights
+    values: list[Any] = [None] * len(issues)
+    given = 0.0
+    for k in (order if order is not None else _weight_order(prefs)):
+        issue, w = issues[k], weights[k]
         if issue.kind == "continuous":
-            c = min(give, w)
+            c = give if give < w else w
             frac = 1.0 - c / w if w > 0 else 1.0  # share of the way from worst to best
-            x = issue.lo + frac * (issue.hi - issue.lo) if prefs.signs[k] > 0 else \
-                issue.hi - frac * (issue.hi - issue.lo)
-            bid[issue.name] = round(x, 2)
+            span = issue.hi - issue.lo
+            x = issue.lo + frac * span if prefs.signs[k] > 0 else issue.hi - frac * span
+            xr = round(x, 2)
+            values[k] = xr
+            given += w * (1.0 - (xr - issue.lo) / span if prefs.signs[k] > 0 else (xr - issue.lo) / span)
             give -= c
         else:
             pref = prefs.preferred[k]
-            alt = (concede_to or {}).get(k)
-            if alt is None or alt == pref:
-                alt = next(level for level in issue.levels if level != pref)
             if give >= w and w > 0:
-                bid[issue.name] = alt
+                alt = concede_to.get(k) if concede_to else None
+                if alt is None or alt == pref:
+                    alt = issue.levels[1] if issue.levels[0] == pref else issue.levels[0]
+                values[k] = alt
+                given += w
                 give -= w
             else:
-                bid[issue.name] = pref
-    return {i.name: bid[i.name] for i in issues}
+                values[k] = pref
+    return dict(zip(domain.issue_names, values)), min(1.0, max(0.0, 1.0 - given))
 
 
-@dataclass
-class _Turn:
-    text: str
+def concession_bid(domain: Domain, prefs: PartyPrefs, target: float,
+                   order: Sequence[int] | None = None,
+                   concede_to: Mapping[int, Any] | None = None) -> dict[str, Any]:
+    """The contract of :func:`concede` without its utility."""
+    return concede(domain, prefs, target, order, concede_to)[0]
+
+
+_ACCEPT_JSON = json.dumps({"action": "ACCEPT"})
+_ENCODE = json.JSONEncoder().encode
+
+
+def _mix(*xs: int) -> int:
+    """A deterministic 32-bit hash of integers (prose variety without a PRNG object per turn)."""
+    h = 2166136261
+    for x in xs:
+        h = ((h ^ (x & 0xFFFFFFFF)) * 16777619) & 0xFFFFFFFF
+        h ^= h >> 15
+    return h
 
 
 class ScriptedAgent(Agent):
@@ -102,9 +123,9 @@ class ScriptedAgent(Agent):
         """Own U~ the agent aims for at this turn."""
         raise NotImplementedError
 
-    def bid(self, view: PartyView, target: float) -> dict[str, Any]:
-        """The contract proposed at ``target``."""
-        return concession_bid(view.domain, view.prefs, target)
+    def bid(self, view: PartyView, target: float) -> tuple[dict[str, Any], float]:
+        """The contract proposed at ``target`` and its own U~."""
+        return concede(view.domain, view.prefs, target)
 
     # -- shared machinery -----------------------------------------------------------------------
     def utility(self, view: PartyView, ledger: Mapping[str, Any]) -> float:
@@ -121,20 +142,20 @@ class ScriptedAgent(Agent):
         return [AgentReply(self._turn(v)) for v in views]
 
     def _turn(self, view: PartyView) -> str:
-        rng = random.Random(self.seed * 1_000_003 + view.seed * 97 + view.turn)
+        pick = _mix(self.seed, view.seed, view.turn)
         t = self.target(view)
-        bid = self.bid(view, t)
-        bid_u = self.utility(view, bid)
+        bid, bid_u = self.bid(view, t)
         if self.accepts(view, bid_u):
-            return rng.choice(_ACCEPT) + "\n" + json.dumps({"action": "ACCEPT"})
-        opener = rng.choice(_OPEN if len(view.history) < 2 else _COUNTER)
+            return _ACCEPT[pick % len(_ACCEPT)] + "\n" + _ACCEPT_JSON
+        openers = _OPEN if len(view.history) < 2 else _COUNTER
+        opener = openers[pick % len(openers)]
         changed = [i for i in view.domain.issues if view.ledger.get(i.name) != bid[i.name]]
         shown = sorted(changed or list(view.domain.issues), key=lambda i: -view.prefs.weights[
             view.domain.index(i.name)])[:2]
         detail = " and ".join(f"{i.name.replace('_', ' ')} at {_fmt_value(i, bid[i.name])}" for i in shown)
         prose = f"{opener}I can offer {detail}, with the other terms as listed."
         action = {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in bid.items()]}
-        return prose + "\n" + json.dumps(action)
+        return prose + "\n" + _ENCODE(action)
 
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "name": self.name, "strategy": type(self).__name__, "seed": self.seed}
@@ -248,7 +269,7 @@ class HardHeadedAgent(TimeDependentAgent):
             v += weights[k] * (phi + 1) / 2
         return v
 
-    def bid(self, view: PartyView, target: float) -> dict[str, Any]:
+    def bid(self, view: PartyView, target: float) -> tuple[dict[str, Any], float]:
         d, p = view.domain, view.prefs
         weights, preferred = self.opponent_model(view)
         opp_signs = [-s for s in p.signs]  # continuous directions are opposed by role [paper §3]
@@ -261,13 +282,13 @@ class HardHeadedAgent(TimeDependentAgent):
         best, best_v = None, -1.0
         for tgt in (target, min(1.0, target + self.window / 2), min(1.0, target + self.window)):
             for order in orders:
-                cand = concession_bid(d, p, tgt, order, preferred)
-                if self.utility(view, cand) + 1e-9 < target:
+                cand, u = concede(d, p, tgt, order, preferred)
+                if u + 1e-9 < target:
                     continue
                 v = self._opp_value(d, weights, preferred, cand, opp_signs)
                 if v > best_v:
-                    best, best_v = cand, v
-        return best if best is not None else concession_bid(d, p, target)
+                    best, best_v = (cand, u), v
+        return best if best is not None else concede(d, p, target)
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "window": self.window}

@@ -1,0 +1,33 @@
+"""Shared fixtures: scenarios and small helpers for writing turns by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def counter(*terms: tuple[str, Any], prose: str = "Here is my proposal.") -> str:
+    """A well-formed COUNTER turn naming ``terms``."""
+    return prose + "\n" + json.dumps({"action": "COUNTER", "terms": [{"name": n, "value": v} for n, v in terms]})
+
+
+def accept(*terms: tuple[str, Any], prose: str = "Deal.") -> str:
+    """A well-formed ACCEPT turn, optionally with attached terms."""
+    act: dict[str, Any] = {"action": "ACCEPT"}
+    if terms:
+        act["terms"] = [{"name": n, "value": v} for n, v in terms]
+    return prose + "\n" + json.dumps(act)
+
+
+@pytest.fixture
+def car_scenario():
+    from negolib.domains import get_domain
+    from negolib.scenarios import make_scenario
+
+    return make_scenario(get_domain("car"), 5_000_053)

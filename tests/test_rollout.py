@@ -1,0 +1,123 @@
+"""The rollout engine: batching per agent, error rows, resume after a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from negolib.agents.base import Agent, AgentReply
+from negolib.agents.scripted import make_scripted
+from negolib.rollout import make_specs, play_one, run_episodes
+from negolib.scenarios import eval_seeds, scenario_set
+from negolib.transcripts import TranscriptStore, record_key
+
+SCEN = scenario_set(eval_seeds(4), ["car", "job_offer"])
+
+
+class CountingAgent(Agent):
+    """Wraps an agent and records the batch sizes it was called with."""
+
+    def __init__(self, inner: Agent) -> None:
+        self.inner, self.name, self.sizes = inner, inner.name, []
+
+    def act_batch(self, views):
+        self.sizes.append(len(views))
+        return self.inner.act_batch(views)
+
+
+class FlakyAgent(Agent):
+    """Fails every turn of the episodes whose seed is in ``bad_seeds``."""
+
+    name = "flaky"
+
+    def __init__(self, inner: Agent, bad_seeds: set[int]) -> None:
+        self.inner, self.bad = inner, bad_seeds
+
+    def act_batch(self, views):
+        return [AgentReply("", error="HTTP 529 overloaded") if v.seed in self.bad else self.inner.act(v)
+                for v in views]
+
+
+def test_turns_are_batched_across_episodes():
+    seller = CountingAgent(make_scripted("boulware"))
+    buyer = CountingAgent(make_scripted("conceder"))
+    specs = make_specs("arm", "s", ["b"], SCEN)
+    run_episodes(specs, {"s": seller, "b": buyer}, progress=False)
+    assert seller.sizes[0] == len(specs) and buyer.sizes[0] == len(specs)
+    assert len(seller.sizes) <= 12
+
+
+def test_batched_engine_matches_one_at_a_time():
+    agents = {n: make_scripted(n) for n in ("hardheaded", "tit_for_tat")}
+    specs = make_specs("arm", "hardheaded", ["tit_for_tat"], SCEN)
+    batched = run_episodes(specs, agents, progress=False).records
+    assert batched == [play_one(s, agents) for s in specs]
+    assert run_episodes(specs, agents, progress=False, max_batch=3).records == batched
+
+
+def test_failures_become_error_rows_and_a_rerun_completes_them(tmp_path):
+    store = TranscriptStore(tmp_path / "t.jsonl")
+    good = {"s": make_scripted("boulware"), "b": make_scripted("conceder")}
+    bad_seed = SCEN[0].seed
+    flaky = {"s": FlakyAgent(good["s"], {bad_seed}), "b": good["b"]}
+    specs = make_specs("arm", "s", ["b"], SCEN)
+    res = run_episodes(specs, flaky, store, progress=False)
+    assert {r["seed"] for r in res.errors} == {bad_seed} and len(res.errors) == 2
+    assert len(store.completed_keys()) == len(specs) - 2
+    res2 = run_episodes(specs, good, store, progress=False)
+    assert res2.skipped == len(specs) - 2 and len(res2.records) == 2
+    assert store.completed_keys() == {s.key for s in specs}
+    assert len(store.records()) == len(specs)
+
+
+def test_unknown_agent_and_duplicate_keys_are_errors():
+    specs = make_specs("arm", "s", ["b"], SCEN[:1])
+    with pytest.raises(KeyError, match="no agent registered"):
+        run_episodes(specs, {"s": make_scripted("linear")}, progress=False)
+    with pytest.raises(ValueError, match="duplicate"):
+        run_episodes(specs * 2, {"s": make_scripted("linear"), "b": make_scripted("linear")}, progress=False)
+
+
+SLOW_RUN = textwrap.dedent("""
+    import sys, time
+    from negolib.agents.scripted import make_scripted
+    from negolib.agents.base import Agent
+    from negolib.rollout import make_specs, run_episodes
+    from negolib.scenarios import eval_seeds, scenario_set
+    from negolib.transcripts import TranscriptStore
+
+    class Slow(Agent):
+        name = "slow"
+        def __init__(self, inner): self.inner = inner
+        def act_batch(self, views):
+            time.sleep(0.02)
+            return self.inner.act_batch(views)
+
+    specs = make_specs("arm", "s", ["b"], scenario_set(eval_seeds(8)))
+    agents = {"s": Slow(make_scripted("boulware")), "b": make_scripted("conceder")}
+    run_episodes(specs, agents, TranscriptStore(sys.argv[1]), progress=False, flush_every=4, max_batch=8)
+""")
+
+
+def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
+    path = tmp_path / "t.jsonl"
+    script = tmp_path / "run.py"
+    script.write_text(SLOW_RUN)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and (not path.exists() or path.stat().st_size < 20_000):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    store = TranscriptStore(path)
+    partial = store.completed_keys()
+    assert 0 < len(partial) < 72, "the run should have been killed part-way"
+    proc = subprocess.run([sys.executable, str(script), str(path)], check=True, timeout=120)
+    keys = [record_key(r) for r in store.iter_raw()]
+    assert len(keys) == len(set(keys)) == 72
