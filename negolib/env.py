@@ -10,8 +10,9 @@ parse still delivers its prose; the ledger is unchanged and the episode goes on.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

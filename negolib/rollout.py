@@ -11,8 +11,9 @@ where it stopped.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 

@@ -9,8 +9,9 @@ three orders of magnitude above every training seed (the paper quotes seed 50000
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import numpy as np
 

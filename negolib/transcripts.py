@@ -13,8 +13,9 @@ import fcntl
 import json
 import os
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 

@@ -13,13 +13,13 @@ integrative decomposition of Table 2 uses.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from negolib.domains import Domain, Issue
 from negolib.scenarios import PartyPrefs, Scenario
-
 
 _MISSING = object()
 

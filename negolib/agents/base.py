@@ -9,8 +9,9 @@ concurrent wave. An agent never raises for a single failing episode: it returns 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from negolib.env import PartyView
 

@@ -22,7 +22,8 @@ by (agent seed, scenario seed, turn)). No agent accepts a ledger below its reser
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.domains import Domain, Issue

@@ -1,0 +1,164 @@
+"""Command line: ``python -m negolib <command>`` (or the ``negolib`` console script).
+
+Commands:
+
+* ``domains``: list the shipped domains and their issues;
+* ``evaluate``: play chosen sellers against chosen buyers over a scenario set, write transcripts
+  (resumable) and print the per-arm summary;
+* ``summary``: the per-arm summary of a transcript file;
+* ``book run``: execute the book's notebooks with papermill on a params profile;
+* ``train``: a GRPO training run from a params profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+SUMMARY_METRICS = ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate")
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def cmd_domains(args: argparse.Namespace) -> int:
+    from negolib.domains import load_domains
+
+    for d in load_domains().values():
+        tag = " (held out)" if d.held_out else ""
+        print(f"{d.name}{tag}: {d.title}")
+        for i in d.issues:
+            what = f"{i.lo:g}-{i.hi:g} {i.unit}" if i.kind == "continuous" else " / ".join(map(str, i.levels))
+            print(f"    {i.name:<20} {i.kind:<12} {what}")
+    return 0
+
+
+def summary_table(df):  # type: ignore[no-untyped-def]
+    """Per (arm, buyer) and pooled per arm: S, deal rate, deal-only U~, welfare, turns, bad parses."""
+    import pandas as pd
+
+    from negolib.metrics import arm_table
+
+    pooled = arm_table(df, SUMMARY_METRICS).assign(buyer="(all)")
+    per_buyer = [arm_table(sub, SUMMARY_METRICS).assign(buyer=b) for b, sub in df.groupby("buyer")]
+    out = pd.concat([pooled, *per_buyer]).reset_index().set_index(["arm", "buyer"]).sort_index()
+    return out
+
+
+def _print_summary(df) -> None:  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format",
+                           "{:.3f}".format):
+        print(summary_table(df))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from negolib.agents.scripted import make_scripted
+    from negolib.env import EnvConfig
+    from negolib.rollout import make_specs, run_episodes
+    from negolib.scenarios import eval_seeds, scenario_set
+    from negolib.transcripts import TranscriptStore
+
+    sellers, buyers = _csv(args.sellers), _csv(args.buyers)
+    agents = {n: make_scripted(n, seed=args.agent_seed) for n in {*sellers, *buyers}}
+    scenarios = scenario_set(eval_seeds(args.seeds), _csv(args.domains) if args.domains else None)
+    config = EnvConfig(max_rounds=args.max_rounds, first_mover=args.first_mover)
+    specs = [sp for s in sellers for sp in make_specs(s, s, buyers, scenarios, config)]
+    store = TranscriptStore(args.out)
+    res = run_episodes(specs, agents, store, progress=not args.no_progress)
+    print(f"{len(res.records)} episodes played, {res.skipped} already complete in {args.out}"
+          + (f", {len(res.errors)} error rows (re-run to complete them)" if res.errors else ""))
+    df = store.to_dataframe()
+    _print_summary(df[df["arm"].isin(sellers) & df["buyer"].isin(buyers)])
+    return 1 if res.errors else 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from negolib.transcripts import TranscriptStore
+
+    store = TranscriptStore(args.path)
+    if not store.path.exists():
+        print(f"error: no transcript file at {args.path}", file=sys.stderr)
+        return 2
+    _print_summary(store.to_dataframe())
+    return 0
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    from negolib.book import run_book
+
+    notebooks = _csv(args.notebooks) if args.notebooks else None
+    result = run_book(args.params, notebooks=notebooks, output_dir=args.output_dir,
+                      resume=not args.no_resume, progress=not args.no_progress)
+    print(result)
+    return 0 if getattr(result, "ok", True) else 1
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from negolib.training.cli import train_from_params
+
+    train_from_params(args.params, output_dir=args.output_dir, resume=not args.no_resume,
+                      progress=not args.no_progress)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="negolib", description="negobook: RL-trained negotiating sellers")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("domains", help="list the domains and their issues")
+    p.set_defaults(fn=cmd_domains)
+
+    p = sub.add_parser("evaluate", help="play scripted sellers against scripted buyers")
+    p.add_argument("--sellers", default="fixed_offer,boulware,hardheaded",
+                   help="comma-separated scripted strategies (each becomes an arm)")
+    p.add_argument("--buyers", default="hardheaded,conceder", help="comma-separated scripted buyers")
+    p.add_argument("--seeds", type=int, default=64, help="evaluation seeds per domain (64 = paper)")
+    p.add_argument("--domains", default="", help="comma-separated domains (default: all nine)")
+    p.add_argument("--max-rounds", type=int, default=12)
+    p.add_argument("--first-mover", choices=("seller", "buyer"), default="seller")
+    p.add_argument("--agent-seed", type=int, default=0)
+    p.add_argument("--out", default="outputs/cli/transcripts.jsonl", help="transcript file (resumable)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(fn=cmd_evaluate)
+
+    p = sub.add_parser("summary", help="per-arm summary of a transcript file")
+    p.add_argument("path")
+    p.set_defaults(fn=cmd_summary)
+
+    book = sub.add_parser("book", help="execute the book").add_subparsers(dest="book_command", required=True)
+    p = book.add_parser("run", help="execute the notebooks with papermill")
+    p.add_argument("--params", required=True, help="params profile, e.g. params/default.yaml")
+    p.add_argument("--notebooks", default="", help="comma-separated notebook names or prefixes (default: all)")
+    p.add_argument("--output-dir", default=None)
+    p.add_argument("--no-resume", action="store_true", help="re-execute notebooks already done")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(fn=cmd_book)
+
+    p = sub.add_parser("train", help="GRPO training run from a params profile")
+    p.add_argument("--params", required=True)
+    p.add_argument("--output-dir", default=None)
+    p.add_argument("--no-resume", action="store_true")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(fn=cmd_train)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m negolib``."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        if os.environ.get("NEGOLIB_DEBUG"):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
