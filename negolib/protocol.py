@@ -129,7 +129,7 @@ def _validate(obj: dict[str, Any]) -> Action:
         raise ValueError(f"too many terms ({len(raw_terms)} > {MAX_TERMS})")
     terms = []
     for i, t in enumerate(raw_terms):
-        if not isinstance(t, dict) or set(t) != TERM_KEYS:
+        if not isinstance(t, dict) or len(t) != 2 or "name" not in t or "value" not in t:
             raise ValueError(f"terms[{i}] must be an object with exactly 'name' and 'value'")
         name, value = t["name"], t["value"]
         if not isinstance(name, str) or not name.strip() or len(name) > 80:
@@ -225,10 +225,9 @@ def apply_terms(domain: Domain, ledger: dict[str, Any], terms: tuple[Term, ...])
     unusable value it is not written and counted invalid. Off-schema names enter the ledger as
     written but are never scored.
     """
-    by_lower = {i.name.lower(): i for i in domain.issues}
     upd = LedgerUpdate()
     for term in terms:
-        issue = by_lower.get(term.name.lower())
+        issue = domain.lookup(term.name)
         if issue is None:
             ledger[term.name] = term.value
             upd.off_schema.append(term.name)

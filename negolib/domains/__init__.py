@@ -58,9 +58,15 @@ class Domain:
     briefs: dict[str, str]
     held_out: bool = False
     _index: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_lower: dict[str, Issue] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._index.update({i.name: k for k, i in enumerate(self.issues)})
+        self._by_lower.update({i.name.lower(): i for i in self.issues})
+
+    def lookup(self, name: str) -> Issue | None:
+        """The issue a party's term name refers to (case-insensitive), or None if off-schema."""
+        return self._by_lower.get(name.lower())
 
     @property
     def issue_names(self) -> tuple[str, ...]:
