@@ -392,3 +392,19 @@ def test_cluster_bootstrap_covers_and_naive_undercovers() -> None:
         hit_naive += n.ci_low <= delta <= n.ci_high
     assert 0.88 <= hit_cluster / reps <= 0.99
     assert hit_naive / reps < 0.85
+
+
+def test_contrast_difference_of_gains_equals_direct_contrast_on_shared_resamples():
+    from negolib.metrics import synthetic_episodes
+    from negolib.stats import ClusterResampler, contrast_difference, paired_contrast
+
+    df = synthetic_episodes(["base", "small", "large"], [0.0, 0.02, 0.06], n_seeds=24, seed=3)
+    rs = ClusterResampler.from_frame(df, n_resamples=2_000, seed=11)
+    large, small = paired_contrast(df, "large", "base", "score", rs), paired_contrast(df, "small", "base", "score", rs)
+    diff = contrast_difference(large, small)
+    direct = paired_contrast(df, "large", "small", "score", rs)
+    assert diff.estimate == pytest.approx(direct.estimate, abs=1e-12)
+    assert diff.interval.ci_low == pytest.approx(direct.ci_low, abs=1e-12)
+    assert diff.interval.ci_high == pytest.approx(direct.ci_high, abs=1e-12)
+    with pytest.raises(ValueError, match="share one ClusterResampler"):
+        contrast_difference(large, paired_contrast(df, "small", "base", "score", rs.with_resamples(500)))
