@@ -1,0 +1,322 @@
+"""A local transformers causal LM as a negotiating party (backend ``hf``) [SPEC 3].
+
+Every view of a batch is rendered with :func:`negolib.prompts.render_messages`, put through the
+model's own chat template (thinking off), left-padded and generated in ONE ``model.generate`` call
+per chunk of at most ``max_batch`` views, sampling exactly as configured (temperature, top-p, top-k;
+the model's own ``generation_config`` is ignored so nothing else is applied). Replies carry the
+token ids and the sampled tokens' log-probabilities, log_softmax(logits / temperature) as TRL's
+trainer computes them, for GRPO.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from negolib.agents.base import Agent, AgentReply
+from negolib.chat_template import TurnTags, decode_turn, derive_turn_tags, encode_chat
+from negolib.env import PartyView
+from negolib.prompts import PromptConfig, Scaffold, render_messages
+from negolib.sampling import SamplingConfig, derive_seed
+
+DEFAULT_PROMPT_CAP = 2048
+
+
+class PromptTruncationWarning(UserWarning):
+    """A prompt exceeded the cap and its oldest history was dropped."""
+
+
+def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, thinking: bool = False,
+               prompt_config: PromptConfig | None = None, who: str = "agent") -> tuple[list[int], int]:
+    """(prompt ids, number of oldest history turns dropped) for ``view`` within ``cap`` tokens.
+
+    Drops history turns from the left until the rendered prompt fits, warning when it does; a prompt
+    that still does not fit with no history left is cut from the left, also with a warning.
+    """
+    drop, n = 0, len(view.history)
+    while True:
+        v = view if drop == 0 else replace(view, history=view.history[drop:])
+        ids = encode_chat(tokenizer, render_messages(v, scaffold, prompt_config), True, thinking)
+        if len(ids) <= cap or drop >= n:
+            break
+        drop += 1
+    if drop:
+        warnings.warn(f"{who}: prompt for episode {view.episode_id!r} turn {view.turn} exceeds {cap} tokens; "
+                      f"dropped the {drop} oldest of {n} history turns", PromptTruncationWarning, stacklevel=3)
+    if len(ids) > cap:
+        warnings.warn(f"{who}: prompt for episode {view.episode_id!r} turn {view.turn} is {len(ids)} tokens "
+                      f"with no history left; keeping its last {cap} tokens", PromptTruncationWarning, stacklevel=3)
+        ids = ids[-cap:]
+    return ids, drop
+
+
+def _recorder(temperature: float) -> Any:
+    """A logits processor (placed before the sampling warpers) recording the sampled tokens'
+    log_softmax(logits / temperature) step by step, with O(batch x vocab) memory."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class LogprobRecorder(LogitsProcessor):
+        def __init__(self) -> None:
+            self.prev: torch.Tensor | None = None
+            self.steps: list[torch.Tensor] = []
+
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            if self.prev is not None:
+                self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+            self.prev = torch.log_softmax(scores.float() / temperature, dim=-1)
+            return scores
+
+        def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+            """Log-probs of ``new_tokens`` (batch, n_new)."""
+            if self.prev is not None and len(self.steps) < new_tokens.shape[1]:
+                self.steps.append(self.prev.gather(1, new_tokens[:, -1:]).squeeze(1))
+                self.prev = None
+            if not self.steps:
+                return torch.zeros(new_tokens.shape, dtype=torch.float32)
+            return torch.stack(self.steps, dim=1)
+
+    return LogprobRecorder()
+
+
+class PrefixCache:
+    """Key/value states of recently seen prompt prefixes, reused by longest common prefix.
+
+    Consecutive turns of an episode share most of their prompt (the training chat grows by
+    appending; the evaluation prompt keeps its brief and history), and every prompt of a role
+    shares the system message, so only the tokens after the longest cached common prefix are
+    prefilled. States are keyed by a fingerprint of the weights (parameter version counters), so an
+    optimizer step empties the cache. ``max_tokens`` bounds the tokens held (least recently used
+    entries go first). Only used for models whose cache is plain full attention.
+    """
+
+    def __init__(self, max_tokens: int = 32_768) -> None:
+        self.max_tokens = max_tokens
+        self.entries: list[dict[str, Any]] = []  # {"ids": np.ndarray, "kv": [(k, v)] per layer, "used": int}
+        self.fingerprint: Any = None
+        self.clock = 0
+        self.hits = self.reused = self.computed = 0
+
+    def check(self, fingerprint: Any) -> None:
+        """Drop everything if the weights changed since the entries were computed."""
+        if fingerprint != self.fingerprint:
+            self.entries.clear()
+            self.fingerprint = fingerprint
+
+    def lookup(self, ids: Any) -> tuple[int, dict[str, Any] | None]:
+        """(length, entry) of the longest common prefix of ``ids`` with a cached entry."""
+        import numpy as np
+
+        best, best_e = 0, None
+        for e in self.entries:
+            n = min(len(e["ids"]), len(ids))
+            eq = e["ids"][:n] == ids[:n]
+            lcp = n if eq.all() else int(np.argmin(eq))
+            if lcp > best:
+                best, best_e = lcp, e
+        if best_e is not None:
+            self.clock += 1
+            best_e["used"] = self.clock
+        return best, best_e
+
+    def store(self, ids: Any, kv: list[tuple[Any, Any]]) -> None:
+        """Add a prefix (replacing cached prefixes of it) and evict down to ``max_tokens``."""
+        self.entries = [e for e in self.entries
+                        if not (len(e["ids"]) <= len(ids) and (e["ids"] == ids[: len(e["ids"])]).all())]
+        self.clock += 1
+        self.entries.append({"ids": ids, "kv": kv, "used": self.clock})
+        self.entries.sort(key=lambda e: e["used"])
+        while self.entries and sum(len(e["ids"]) for e in self.entries) > self.max_tokens:
+            self.entries.pop(0)
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+class HFAgent(Agent):
+    """A transformers causal LM; batched, seeded sampling; token ids and log-probs in ``extra``."""
+
+    backend = "hf"
+
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None,
+                 scaffold: Scaffold = "evaluation", name: str = "hf", max_batch: int = 16,
+                 prompt_cap: int = DEFAULT_PROMPT_CAP, prompt_config: PromptConfig | None = None,
+                 model_name: str | None = None, prefix_cache_tokens: int = 32_768) -> None:
+        if scaffold not in ("training", "evaluation"):
+            raise ValueError(f"unknown scaffold {scaffold!r}; choose 'training' or 'evaluation'")
+        if max_batch < 1 or prompt_cap < 1:
+            raise ValueError("max_batch and prompt_cap must be >= 1")
+        self.model, self.tokenizer = model, tokenizer
+        self.sampling = sampling or SamplingConfig()
+        self.scaffold: Scaffold = scaffold
+        self.name, self.max_batch, self.prompt_cap = name, max_batch, prompt_cap
+        self.prompt_config = prompt_config
+        self.model_name = model_name or str(getattr(model, "name_or_path", "") or type(model).__name__)
+        self.tags: TurnTags = derive_turn_tags(tokenizer, self.sampling.thinking, strict=False)
+        pad = tokenizer.pad_token_id
+        self.pad_id: int = pad if pad is not None else self.tags.stop_ids[0]
+        self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, sampling: SamplingConfig | None = None, dtype: str = "float32",
+                        device: str = "cpu", **kw: Any) -> HFAgent:
+        """Load a packaged model name, a local folder or a hub id (see :func:`negolib.models.load_causal_lm`)."""
+        from negolib.models import load_causal_lm
+
+        model, tok = load_causal_lm(name_or_path, dtype=dtype, device=device)
+        return cls(model, tok, sampling, model_name=str(name_or_path), **kw)
+
+    # -- settings ---------------------------------------------------------------------------------
+    def generation_config(self) -> Any:
+        """The exact ``GenerationConfig`` passed to ``generate``."""
+        from transformers import GenerationConfig
+
+        s = self.sampling
+        return GenerationConfig(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                max_new_tokens=s.max_new_tokens, eos_token_id=list(self.tags.stop_ids),
+                                pad_token_id=self.pad_id)
+
+    def settings(self) -> dict[str, Any]:
+        gc = self.generation_config()
+        return {"backend": self.backend, "name": self.name, "model": self.model_name, "scaffold": self.scaffold,
+                "do_sample": gc.do_sample, "temperature": gc.temperature, "top_p": gc.top_p, "top_k": gc.top_k,
+                "max_new_tokens": gc.max_new_tokens, "thinking": self.sampling.thinking,
+                "seed": self.sampling.seed, "stop_ids": list(self.tags.stop_ids), "prompt_cap": self.prompt_cap,
+                "max_batch": self.max_batch, "dtype": str(getattr(self.model, "dtype", ""))}
+
+    # -- generation -------------------------------------------------------------------------------
+    def prompt_ids(self, view: PartyView) -> tuple[list[int], int]:
+        """(prompt ids, history turns dropped) of one view."""
+        return fit_prompt(view, self.tokenizer, self.scaffold, self.prompt_cap, self.sampling.thinking,
+                          self.prompt_config, self.name)
+
+    def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
+        replies: list[AgentReply] = []
+        for start in range(0, len(views), self.max_batch):
+            replies += self._chunk(list(views[start:start + self.max_batch]))
+        return replies
+
+    def _chunk(self, views: list[PartyView]) -> list[AgentReply]:
+        t0 = time.perf_counter()
+        fitted = [self.prompt_ids(v) for v in views]
+        prompts = [ids for ids, _ in fitted]
+        seed = derive_seed(self.sampling.seed, [v.episode_id for v in views], [v.turn for v in views])
+        completions, logprobs, finished = self.generate_ids(prompts, seed)
+        latency = time.perf_counter() - t0
+        out = []
+        for (ids, dropped), comp, lps, fin in zip(fitted, completions, logprobs, finished):
+            body = comp[:-1] if fin else comp
+            text = decode_turn(self.tokenizer, body, self.tags)
+            out.append(AgentReply(text, input_tokens=len(ids), output_tokens=len(comp), latency_s=latency,
+                                  extra={"prompt_ids": ids, "completion_ids": comp, "logprobs": lps,
+                                         "finish_reason": "stop" if fin else "length",
+                                         "history_dropped": dropped}))
+        return out
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], seed: int
+                     ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+        """Sample one completion per prompt in one ``generate`` call.
+
+        Returns completion ids (through the first stop token), their log-probs, and whether each
+        stopped on a stop token (else it hit ``max_new_tokens``).
+        """
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        device = getattr(self.model, "device", torch.device("cpu"))
+        width = max(len(p) for p in prompts)
+        past = self._prefilled_cache(prompts, width, device)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            if p:
+                input_ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+                mask[i, width - len(p):] = 1
+        rec = _recorder(self.sampling.temperature)
+        saved = self.model.generation_config  # a bare default config, so only ours applies
+        self.model.generation_config = GenerationConfig()
+        try:
+            with torch.random.fork_rng(devices=[]), torch.inference_mode():
+                torch.manual_seed(seed)
+                kw = {} if past is None else {"past_key_values": past}
+                seqs = self.model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                                           generation_config=self.generation_config(),
+                                           logits_processor=LogitsProcessorList([rec]), **kw)
+        finally:
+            self.model.generation_config = saved
+        new = seqs[:, width:].cpu()
+        lp = rec.finish(new).cpu()
+        stops = set(self.tags.stop_ids)
+        comps, lps, fins = [], [], []
+        for i in range(new.shape[0]):
+            row = new[i].tolist()
+            cut = next((j for j, t in enumerate(row) if t in stops), None)
+            n = len(row) if cut is None else cut + 1
+            comps.append(row[:n])
+            lps.append([float(x) for x in lp[i, :n]])
+            fins.append(cut is not None)
+        return comps, lps, fins
+
+
+    # -- prefix reuse -----------------------------------------------------------------------------
+    def _cacheable(self) -> bool:
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        if self.prefix_cache is None:
+            return False
+        try:
+            layers = DynamicCache(config=self.model.config).layers
+        except Exception:  # a model without a standard decoder config
+            return False
+        return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+    def _prefilled_cache(self, prompts: Sequence[Sequence[int]], width: int, device: Any) -> Any:
+        """A left-padded cache holding every prompt but its last token, built per row from the
+        longest cached prefix plus a prefill of the rest; None when prefix reuse is off."""
+        import numpy as np
+        import torch
+        from transformers import DynamicCache
+
+        if min(len(p) for p in prompts) < 2 or not self._cacheable():
+            return None
+        pc = self.prefix_cache
+        assert pc is not None
+        pc.check((id(self.model), sum(p._version for p in self.model.parameters())))
+        rows: list[list[tuple[Any, Any]]] = []
+        with torch.inference_mode():
+            for p in prompts:
+                ids = np.asarray(p[:-1], dtype=np.int64)
+                c, entry = pc.lookup(ids)
+                cache = DynamicCache(config=self.model.config)
+                if entry is not None and c > 0:
+                    for layer, (k, v) in enumerate(entry["kv"]):
+                        cache.update(k[:, :, :c], v[:, :, :c], layer)
+                    pc.hits += 1
+                if c < len(ids):
+                    rest = torch.as_tensor(ids[c:], device=device)[None]
+                    pos = torch.arange(c, len(ids), device=device)[None]
+                    self.model(input_ids=rest, past_key_values=cache, position_ids=pos, use_cache=True)
+                pc.reused, pc.computed = pc.reused + c, pc.computed + len(ids) - c
+                kv = [(layer.keys, layer.values) for layer in cache.layers]
+                if len(ids):
+                    pc.store(ids, kv)
+                rows.append(kv)
+            batch = DynamicCache(config=self.model.config)
+            for layer in range(len(rows[0])):
+                k0 = rows[0][layer][0]
+                shape = (len(rows), k0.shape[1], width - 1, k0.shape[3])
+                keys, values = k0.new_zeros(shape), k0.new_zeros(shape)
+                for i, kv in enumerate(rows):
+                    n = kv[layer][0].shape[2]
+                    if n:
+                        keys[i, :, width - 1 - n:] = kv[layer][0][0]
+                        values[i, :, width - 1 - n:] = kv[layer][1][0]
+                batch.update(keys, values, layer)
+        return batch
+
+
+__all__ = ["DEFAULT_PROMPT_CAP", "HFAgent", "PrefixCache", "PromptTruncationWarning", "fit_prompt"]

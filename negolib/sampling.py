@@ -1,0 +1,107 @@
+"""Sampling settings, exactly as sent [paper App. A "Sampling"; SPEC 3].
+
+Every self-served arm samples with the training rollout's settings (temperature 1.0, top-p 0.95,
+top-k 64, thinking off, 768 new tokens per turn). Each backend records the settings it actually
+sends; :func:`warn_drift` warns at run start when they differ from the arm's declared settings or
+when a provider rejected a parameter (the paper's Claude Sonnet 5 rejected temperature).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class SamplingDriftWarning(UserWarning):
+    """The settings sent to a backend differ from the arm's declared settings."""
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Decoding settings; defaults are the paper's. ``top_k=0`` / ``top_p=1`` switch those filters off."""
+
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = 64
+    max_new_tokens: int = 768
+    thinking: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> SamplingConfig:
+        """Build from a params mapping; unknown keys are an error naming the allowed ones."""
+        allowed = {f.name for f in fields(cls)}
+        unknown = set(data) - allowed
+        if unknown:
+            raise ValueError(f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+        return cls(**dict(data))
+
+
+PAPER_SAMPLING = SamplingConfig()
+_COMPARED = ("temperature", "top_p", "top_k", "max_new_tokens", "thinking")
+
+
+def drift(declared: SamplingConfig | Mapping[str, Any], sent: Mapping[str, Any],
+          keys: Sequence[str] = _COMPARED) -> list[str]:
+    """Human-readable differences between declared and sent settings (empty when they agree).
+
+    A key absent from ``sent`` or set to None there counts as "not sent" (provider default).
+    """
+    want = declared.as_dict() if isinstance(declared, SamplingConfig) else dict(declared)
+    out = []
+    for key in keys:
+        if key not in want:
+            continue
+        d, s = want[key], sent.get(key)
+        if s is None:
+            out.append(f"{key}: declared {d!r}, not sent (provider default)")
+        elif isinstance(d, float) or isinstance(s, float):
+            if not math.isclose(float(d), float(s), rel_tol=1e-9, abs_tol=1e-12):
+                out.append(f"{key}: declared {d!r}, sent {s!r}")
+        elif d != s:
+            out.append(f"{key}: declared {d!r}, sent {s!r}")
+    return out
+
+
+def warn_drift(arm: str, declared: SamplingConfig | Mapping[str, Any], sent: Mapping[str, Any],
+               rejected: Iterable[str] = ()) -> list[str]:
+    """Warn (``warnings`` and logging) if ``sent`` drifts from ``declared`` or a provider rejected
+    parameters; returns the messages (empty when all agree)."""
+    msgs = drift(declared, sent)
+    msgs += [f"{name}: rejected by the provider (runs at its default)" for name in rejected]
+    if msgs:
+        text = f"sampling drift for arm {arm!r}: " + "; ".join(msgs)
+        log.warning(text)
+        warnings.warn(text, SamplingDriftWarning, stacklevel=2)
+    return msgs
+
+
+def derive_seed(seed: int, episode_ids: Sequence[str], turns: Sequence[int]) -> int:
+    """A 63-bit seed from (agent seed, the batch's episode ids, their turn numbers)."""
+    h = hashlib.sha256(str(int(seed)).encode())
+    for eid, turn in zip(episode_ids, turns, strict=True):
+        h.update(b"\0" + str(eid).encode() + b"\0" + str(int(turn)).encode())
+    return int.from_bytes(h.digest()[:8], "big") & ((1 << 63) - 1)
+
+
+__all__ = ["PAPER_SAMPLING", "SamplingConfig", "SamplingDriftWarning", "derive_seed", "drift", "warn_drift"]
