@@ -1,0 +1,37 @@
+"""Multi-turn GRPO training of the seller [paper §3 "Optimization", App. H, App. I; SPEC 6].
+
+* :mod:`config`: :class:`TrainConfig`, the recipe (paper defaults, validated overrides);
+* :mod:`data`: training / validation scenario sets with each scenario's buyer fixed as a field;
+* :mod:`rollout`: token-level multi-turn rollouts (``prompt_ids``, ``completion_ids``, ``env_mask``);
+* :mod:`advantages`: NeMo-RL's leave-one-out advantages;
+* :mod:`grpo`: TRL ``GRPOTrainer`` subclass, ``rollout_func``, logging, validation, :func:`train`;
+* :mod:`schedule`: warmup-cosine with a floor, continuations;
+* :mod:`flops`: App. I FLOP accounting and Table 8;
+* :mod:`checkpoints`: atomic checkpoint directories and resume.
+
+Torch, transformers and TRL are imported only when a run is built.
+"""
+
+from negolib.training.advantages import loo_advantages, loo_baseline_and_std
+from negolib.training.config import LR_ARMS, TrainConfig
+from negolib.training.schedule import WarmupCosine, combined_schedule
+
+__all__ = [
+    "LR_ARMS",
+    "TrainConfig",
+    "WarmupCosine",
+    "combined_schedule",
+    "loo_advantages",
+    "loo_baseline_and_std",
+    "train",
+    "TrainResult",
+    "build_run",
+]
+
+
+def __getattr__(name: str):  # noqa: ANN202 (lazy heavy imports)
+    if name in ("train", "TrainResult", "build_run"):
+        from negolib.training import grpo
+
+        return getattr(grpo, name)
+    raise AttributeError(f"module 'negolib.training' has no attribute {name!r}")

@@ -1,0 +1,264 @@
+"""The GRPO training recipe [paper §3 "Optimization", App. H] as one validated dataclass.
+
+Every default is the paper's unless marked *(ours)*. Any field can be overridden from a params
+dict (``TrainConfig.from_params``); an unknown key or a value of the wrong type is a
+:class:`negolib.errors.ValidationError` naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from negolib.errors import ValidationError
+
+Scaffold = Literal["training", "evaluation"]
+Backend = Literal["auto", "hf", "vllm"]
+DType = Literal["auto", "float32", "bfloat16", "float16"]
+LR_ARMS: dict[str, float] = {"1x": 1.0, "3x": 3.0, "10x": 10.0}
+"""The paper's learning-rate arms as multiples of the shared rate 1e-6 [§4 "Learning-rate arms"]."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The multi-turn GRPO recipe. Field groups: batching, objective, optimizer, schedule, sequences,
+    sampling, buyers and data, validation and checkpoints, runtime."""
+
+    # -- batching [App. H "Batching"] ---------------------------------------------------------
+    scenarios_per_step: int = 16
+    rollouts_per_scenario: int = 8  # the GRPO group; 16 x 8 = 128 episodes per optimizer step
+    micro_batch_size: int = 1  # episodes per forward/backward (Table 8: 1); accumulation fills the step
+    # -- objective [App. H "Algorithm"] -------------------------------------------------------
+    advantage: Literal["loo", "group"] = "loo"  # NeMo-RL leave-one-out; "group" = TRL's mean/std
+    loo_std_ddof: int = 1  # ddof of the leave-one-out std (NeMo-RL: 1, Bessel-corrected)
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    loss_type: str = "dapo"  # token-level loss
+    kl_beta: float = 0.04  # k3 estimator against the initial policy, in the loss
+    # -- optimizer [App. H "Optimizer"] -------------------------------------------------------
+    learning_rate: float = 1e-6  # the shared rate
+    lr_multiplier: float = 1.0  # arms: 1x, 3x, 10x scale peak and floor together
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0  # (ours: NeMo-RL's default)
+    # -- schedule -------------------------------------------------------------------------------
+    warmup_steps: int = 5
+    min_lr_ratio: float = 0.1  # cosine floor = lr / 10 (1e-7 at 1e-6)
+    max_steps: int = 64  # the initial run; a continuation adds 40 or 48 under its own schedule
+    continue_from: str | None = None  # checkpoint to start from with a fresh warmup-cosine + optimizer
+    # -- sequences [App. H "Sequences"] -------------------------------------------------------
+    max_new_tokens: int = 768  # per seller turn
+    max_context_tokens: int = 16_384
+    max_prompt_tokens: int = 2_048
+    max_rollout_turns: int = 13  # seller turns in the driver: one above the 12 the round cap allows
+    # -- sampling [App. H "Sampling"] ---------------------------------------------------------
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = 64
+    # -- environment ----------------------------------------------------------------------------
+    max_rounds: int = 12
+    first_mover: Literal["seller", "buyer"] = "seller"
+    scaffold: Scaffold = "training"  # "evaluation" is a beyond-paper arm
+    # -- buyers and data [§4 "Held-out buyers"] ----------------------------------------------
+    buyer_mixture: Mapping[str, float] = field(
+        default_factory=lambda: {"conceder": 0.8, "hardheaded": 0.2}
+    )  # names -> probabilities (ours)
+    train_domains: tuple[str, ...] | None = None  # None: every non-held-out domain (eight)
+    train_seeds_per_domain: int = 128  # 8 x 128 = 1,024 scenarios = 64 steps x 16 (ours)
+    train_seed_offset: int = 0
+    data_seed: int = 0  # seeds the once-per-scenario buyer draw (identical across arms)
+    # -- validation and checkpoints [App. H] --------------------------------------------------
+    validate_every: int = 8  # and at step 0; 0 disables validation
+    validation_seeds_per_domain: int = 2  # x eight domains = 16 fixed validation scenarios (ours)
+    validation_scaffold: Scaffold | None = None  # None: the training scaffold (see grpo.validate)
+    save_every: int = 8  # and at the end
+    save_total_limit: int | None = None
+    # -- runtime --------------------------------------------------------------------------------
+    seed: int = 0
+    dtype: DType = "auto"  # float32 on CPU, bfloat16 on GPU
+    generation_backend: Backend = "auto"  # hf on CPU, vLLM colocated on GPU
+    vllm_gpu_memory_utilization: float = 0.45  # Table 8: 0.45 / 0.40 / 0.35 / 0.30 by size
+    gradient_checkpointing: bool = False
+    generation_batch_size: int | None = None  # seller turns per generate call (None: every live episode)
+
+    def __post_init__(self) -> None:
+        src = "TrainConfig"
+        positive = (
+            "scenarios_per_step",
+            "micro_batch_size",
+            "max_new_tokens",
+            "max_context_tokens",
+            "max_prompt_tokens",
+            "max_rollout_turns",
+            "max_steps",
+            "max_rounds",
+            "top_k",
+            "train_seeds_per_domain",
+            "validation_seeds_per_domain",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValidationError(src, name, f"must be >= 1, got {getattr(self, name)}")
+        if self.rollouts_per_scenario < 2:
+            raise ValidationError(src, "rollouts_per_scenario", "GRPO needs >= 2 rollouts per scenario")
+        for name in ("learning_rate", "lr_multiplier", "temperature"):
+            if not getattr(self, name) > 0:
+                raise ValidationError(src, name, f"must be > 0, got {getattr(self, name)}")
+        for name in (
+            "clip_low",
+            "clip_high",
+            "kl_beta",
+            "weight_decay",
+            "warmup_steps",
+            "validate_every",
+            "save_every",
+            "train_seed_offset",
+        ):
+            if getattr(self, name) < 0:
+                raise ValidationError(src, name, f"must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.top_p <= 1:
+            raise ValidationError(src, "top_p", f"must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValidationError(src, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
+        if self.generation_batch_size is not None and self.generation_batch_size < 1:
+            raise ValidationError(
+                src, "generation_batch_size", f"must be >= 1 or null, got {self.generation_batch_size}"
+            )
+        if self.max_prompt_tokens + self.max_new_tokens > self.max_context_tokens:
+            raise ValidationError(
+                src, "max_context_tokens", "must hold at least max_prompt_tokens + max_new_tokens"
+            )
+        if self.episodes_per_step % self.micro_batch_size:
+            raise ValidationError(
+                src, "micro_batch_size", f"must divide the {self.episodes_per_step} episodes per step"
+            )
+        if not self.buyer_mixture:
+            raise ValidationError(src, "buyer_mixture", "needs at least one buyer")
+        if (
+            any(p < 0 for p in self.buyer_mixture.values())
+            or abs(sum(self.buyer_mixture.values()) - 1) > 1e-6
+        ):
+            raise ValidationError(
+                src,
+                "buyer_mixture",
+                f"probabilities must be >= 0 and sum to 1, got {dict(self.buyer_mixture)}",
+            )
+        if self.loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
+            raise ValidationError(
+                src, "loss_type", f"must be one of dapo, grpo, bnpo, dr_grpo; got {self.loss_type!r}"
+            )
+
+    # -- derived values -----------------------------------------------------------------------
+    @property
+    def episodes_per_step(self) -> int:
+        return self.scenarios_per_step * self.rollouts_per_scenario
+
+    @property
+    def peak_lr(self) -> float:
+        """The arm's peak learning rate: the shared rate times the arm's multiplier."""
+        return self.learning_rate * self.lr_multiplier
+
+    @property
+    def floor_lr(self) -> float:
+        """The cosine floor, scaled with the peak (1e-7, 3e-7, 1e-6 for the three arms)."""
+        return self.peak_lr * self.min_lr_ratio
+
+    def resolved_dtype(self, cuda: bool) -> str:
+        """float32 on CPU (bf16 backward does not complete on the CPU), bfloat16 on GPU, unless set."""
+        if self.dtype != "auto":
+            return self.dtype
+        return "bfloat16" if cuda else "float32"
+
+    def resolved_backend(self, cuda: bool, vllm_available: bool) -> str:
+        """hf on CPU; vLLM colocated on GPU when vllm is installed."""
+        if self.generation_backend != "auto":
+            return self.generation_backend
+        return "vllm" if cuda and vllm_available else "hf"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["buyer_mixture"] = dict(self.buyer_mixture)
+        return d
+
+    # -- construction from params ---------------------------------------------------------------
+    @classmethod
+    def from_params(
+        cls, params: Mapping[str, Any] | None = None, source: str = "params", **overrides: Any
+    ) -> TrainConfig:
+        """Build from a params mapping (e.g. the ``train:`` block of a params file) plus overrides.
+
+        ``lr_arm`` ("1x", "3x", "10x") is accepted as a shorthand for ``lr_multiplier``. Unknown keys
+        and values of the wrong type raise :class:`ValidationError` naming ``source`` and the field.
+        """
+        merged = {**dict(params or {}), **overrides}
+        if "lr_arm" in merged:
+            arm = merged.pop("lr_arm")
+            if arm not in LR_ARMS:
+                raise ValidationError(source, "lr_arm", f"must be one of {sorted(LR_ARMS)}, got {arm!r}")
+            merged.setdefault("lr_multiplier", LR_ARMS[arm])
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(merged) - set(fields))
+        if unknown:
+            raise ValidationError(
+                source, unknown[0], f"unknown key; allowed keys: {sorted(fields)} (+ lr_arm)"
+            )
+        hints = typing.get_type_hints(cls)
+        kwargs = {k: _coerce(source, k, v, hints[k]) for k, v in merged.items()}
+        return cls(**kwargs)
+
+
+def _coerce(source: str, name: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against the field's type hint; ints are accepted for floats, lists for tuples."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(source, name, value, arg)
+            except ValidationError as exc:
+                errors.append(exc.problem)
+        raise ValidationError(source, name, " or ".join(errors))
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        if value not in allowed:
+            raise ValidationError(source, name, f"must be one of {list(allowed)}, got {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValidationError(source, name, f"must be a list of strings, got {value!r}")
+        return tuple(value)
+    if origin in (Mapping, dict) or hint is Mapping:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            for k, v in value.items()
+        ):
+            raise ValidationError(source, name, f"must be a mapping of names to probabilities, got {value!r}")
+        return {k: float(v) for k, v in value.items()}
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValidationError(source, name, f"must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(source, name, f"must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError(source, name, f"must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValidationError(source, name, f"must be a string, got {value!r}")
+        return value
+    return value

@@ -1,0 +1,771 @@
+"""Multi-turn GRPO of the seller with TRL's ``GRPOTrainer`` [paper §3 "Optimization", App. H; SPEC 6].
+
+How TRL is used (trl 1.16):
+
+* ``rollout_func`` (TRL's supported hook for custom generation) plays whole episodes with
+  :class:`~negolib.training.rollout.RolloutEngine` and returns ``prompt_ids``, ``completion_ids``,
+  ``logprobs``, ``env_mask`` (TRL's documented multi-turn mask: 1 = seller token, 0 = buyer/scaffold
+  token, folded into the loss mask) and the episode reward, score and deal flag as extra fields; the
+  reward function :func:`episode_reward` just returns the reward field. ``rollout_func`` receives only
+  the prompts, so the trainer keeps the current generation batch's dataset rows (domain, seed,
+  buyer) in ``current_rows`` for it.
+* Advantages: TRL computes group mean/std advantages inline in ``_generate_and_score_completions``
+  (there is no separate advantage method in 1.16). :class:`NegotiationGRPOTrainer` keeps the rewards
+  TRL gathered (``_calculate_rewards``) and replaces ``advantages`` in that method's output with
+  NeMo-RL's leave-one-out advantages (:mod:`negolib.training.advantages`), before TRL shuffles and
+  splits the batch. ``advantage="group"`` keeps TRL's own.
+* Loss: ``loss_type="dapo"`` (token-level: summed over every unmasked token of the generation batch
+  and divided by their count), clip ``epsilon``/``epsilon_high`` 0.2/0.2, ``beta`` 0.04 with TRL's k3
+  estimator against a reference copy of the initial weights, in the loss; ``use_bias_correction_kl``
+  is off, so the KL term is the plain k3 of NeMo-RL's default; so is TRL's vLLM importance-sampling
+  correction (NeMo-RL's recipe has none; its sequence-level default would drop long multi-turn
+  episodes wholesale). One optimizer step per 128-episode
+  generation batch (``gradient_accumulation_steps = episodes / micro-batch``), ``num_iterations=1``.
+* Schedule: ``create_scheduler`` is overridden with the warmup-cosine of :mod:`schedule`.
+* Checkpoints: TRL/HF save every ``save_every`` steps and at the end; ``_save_checkpoint`` is wrapped
+  so each checkpoint is written into a staging directory and renamed into place (atomic), and
+  ``train(..., resume=True)`` resumes from the last complete one (weights, optimizer, scheduler,
+  RNG, data position).
+* Generation: HF ``generate`` through :class:`~negolib.agents.hf_agent.HFAgent` on the policy module
+  (CPU), or TRL's colocated vLLM engine from token ids (GPU, ``generation_backend="vllm"``).
+
+Validation (step 0 and every ``validate_every`` steps): one episode per fixed validation scenario
+against its assigned buyer, sampled with the recipe's settings, in the *training* environment
+(terms attached to an accept applied) and by default on the *training* scaffold, i.e. on the
+distribution the policy is optimized on, as NeMo-RL's in-loop validation does;
+``validation_scaffold="evaluation"`` validates on the evaluation scaffold instead. Logged: mean
+score S, deal rate, reward, turns, bad-parse rate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from negolib.agents.base import Agent
+from negolib.training.advantages import loo_advantages_torch
+from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
+from negolib.training.config import TrainConfig
+from negolib.training.data import ScenarioItem, env_config, item_from_row, scenario_items
+from negolib.training.rollout import RolloutBatch, RolloutEngine, RolloutLimits
+from negolib.training.schedule import WarmupCosine, lambda_scheduler
+
+if TYPE_CHECKING:
+    from negolib.chat_template import TurnTags
+
+TRAIN_LOG = "train_log"
+VALIDATION_LOG = "validation_log"
+
+
+def episode_reward(
+    prompts: list[Any], completions: list[Any], episode_reward: list[float], **_: Any
+) -> list[float]:
+    """The reward function TRL calls: the episode reward (Eq. 1) the rollout already computed."""
+    return [float(r) for r in episode_reward]
+
+
+# ---------------------------------------------------------------------------------------------
+# Logs
+# ---------------------------------------------------------------------------------------------
+
+
+class RunLog:
+    """Rows keyed by ``step`` in ``<stem>.jsonl`` (source of truth, appended) and ``<stem>.csv``
+    (rewritten atomically after every append)."""
+
+    def __init__(self, directory: str | Path, stem: str) -> None:
+        self.jsonl = Path(directory) / f"{stem}.jsonl"
+        self.csv = Path(directory) / f"{stem}.csv"
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not self.jsonl.is_file():
+            return []
+        out = []
+        for line in self.jsonl.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a torn last line from a crash
+                continue
+        return out
+
+    def steps(self) -> set[int]:
+        return {int(r["step"]) for r in self.rows()}
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        self.jsonl.parent.mkdir(parents=True, exist_ok=True)
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        with open(self.jsonl, "a") as fh:
+            fh.write(json.dumps(clean, allow_nan=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._write_csv()
+
+    def truncate_after(self, step: int) -> None:
+        """Drop rows of steps after ``step`` (they will be redone after a resume)."""
+        rows = self.rows()
+        keep = [r for r in rows if int(r["step"]) <= step]
+        if len(keep) != len(rows):
+            _atomic_write(self.jsonl, "".join(json.dumps(r) + "\n" for r in keep))
+            self._write_csv()
+
+    def _write_csv(self) -> None:
+        import pandas as pd
+
+        rows = self.rows()
+        if rows:
+            _atomic_write(self.csv, pd.DataFrame(rows).to_csv(index=False))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _prune_transcripts(path: Path, max_step: int) -> None:
+    """Drop training transcript rows of steps after ``max_step`` (before a resume redoes them)."""
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if int(rec.get("step", 0)) <= max_step:
+            keep.append(line + "\n")
+    _atomic_write(path, "".join(keep))
+
+
+def _append_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    from negolib.transcripts import TranscriptStore
+
+    TranscriptStore(path).append(records)
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------------------------
+
+
+def _trainer_class():  # noqa: ANN202 (TRL imported lazily)
+    from trl import GRPOTrainer
+
+    class NegotiationGRPOTrainer(GRPOTrainer):
+        """``GRPOTrainer`` with leave-one-out advantages, the warmup-cosine schedule, atomic
+        checkpoints and the rows of the current generation batch exposed to ``rollout_func``."""
+
+        def __init__(self, *args: Any, train_config: TrainConfig, **kwargs: Any) -> None:
+            self.train_config = train_config
+            self.current_rows: list[dict[str, Any]] | None = None
+            self._gathered_rewards = None
+            super().__init__(*args, **kwargs)
+
+        # -- schedule ---------------------------------------------------------------------------
+        def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+            if self.lr_scheduler is None:
+                c = self.train_config
+                sched = WarmupCosine(c.peak_lr, num_training_steps, c.warmup_steps, c.min_lr_ratio)
+                self.lr_scheduler = lambda_scheduler(optimizer or self.optimizer, sched)
+                self._created_lr_scheduler = True
+            return self.lr_scheduler
+
+        # -- advantages -------------------------------------------------------------------------
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001, ANN202
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self._gathered_rewards = rewards_per_func
+            return rewards_per_func
+
+        def _generate_and_score_completions(self, inputs):  # noqa: ANN001, ANN202
+            self.current_rows = list(inputs)
+            out = super()._generate_and_score_completions(inputs)
+            if self.train_config.advantage == "loo":
+                import torch
+
+                mode = "train" if self.model.training else "eval"
+                g = self.num_generations if mode == "train" else self.num_generations_eval
+                rpf = self._gathered_rewards
+                rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)
+                rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
+                adv = loo_advantages_torch(rewards, g, ddof=self.train_config.loo_std_ddof)
+                n = len(inputs)
+                local = adv[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]
+                out["advantages"] = local.to(out["advantages"].device, out["advantages"].dtype)
+                logged = self._logs["advantages"]  # replace TRL's group-normalized values in the sample log
+                for _ in range(min(len(adv), len(logged))):
+                    logged.pop()
+                logged.extend(adv.tolist())
+            return out
+
+        # -- checkpoints ------------------------------------------------------------------------
+        def _get_output_dir(self, trial: Any) -> str:
+            staging = getattr(self, "_staging_dir", None)
+            return staging if staging is not None else super()._get_output_dir(trial)
+
+        def _save_checkpoint(self, model: Any, trial: Any) -> None:
+            run_dir = Path(super()._get_output_dir(trial))
+            name = f"checkpoint-{self.state.global_step}"
+            staging = run_dir / f".staging-{name}"  # the same on every rank
+            self._staging_dir = str(staging)
+            try:
+                super()._save_checkpoint(model, trial)
+            finally:
+                self._staging_dir = None
+            self.accelerator.wait_for_everyone()
+            if self.args.should_save:
+                publish(staging / name, run_dir / name)
+                import shutil
+
+                shutil.rmtree(staging, ignore_errors=True)
+                rotate(run_dir, self.train_config.save_total_limit)
+
+    return NegotiationGRPOTrainer
+
+
+# ---------------------------------------------------------------------------------------------
+# Engines, validation, callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def _limits(c: TrainConfig) -> RolloutLimits:
+    return RolloutLimits(c.max_new_tokens, c.max_context_tokens, c.max_prompt_tokens, c.max_rollout_turns)
+
+
+@dataclass
+class EngineFactory:
+    """Builds rollout engines on the trainer's current policy (HF) or its colocated vLLM engine."""
+
+    config: TrainConfig
+    tokenizer: Any
+    tags: TurnTags
+    buyers: Mapping[str, Agent]
+    backend: str
+    trainer: Any = None
+
+    def generator(self, seed: int) -> Any:
+        from negolib.training.rollout import HFAgentGenerator, VLLMTokenGenerator
+
+        tr, c = self.trainer, self.config
+        if self.backend == "vllm":
+
+            def sync() -> None:
+                if tr.state.global_step != tr._last_loaded_step:
+                    tr.vllm_generation.sync_weights()
+                    tr._last_loaded_step = tr.state.global_step
+
+            return VLLMTokenGenerator(tr.vllm_generation, self.tags.stop_ids, sync)
+        from negolib.agents.hf_agent import HFAgent
+        from negolib.sampling import SamplingConfig
+
+        sampling = SamplingConfig(c.temperature, c.top_p, c.top_k, c.max_new_tokens, seed=seed)
+        agent = HFAgent(
+            tr.accelerator.unwrap_model(tr.model),
+            self.tokenizer,
+            sampling,
+            scaffold=c.scaffold,
+            max_batch=c.generation_batch_size or 1_000_000,
+            prompt_cap=c.max_prompt_tokens,
+        )
+        return HFAgentGenerator(agent)
+
+    def engine(self, seed: int, scaffold: str | None = None) -> RolloutEngine:
+        return RolloutEngine(
+            self.generator(seed),
+            self.tokenizer,
+            self.tags,
+            self.buyers,
+            env_config(self.config),
+            _limits(self.config),
+            scaffold or self.config.scaffold,
+        )
+
+
+def _play(
+    trainer: Any, engine: RolloutEngine, items: Sequence[ScenarioItem], ids: Sequence[str]
+) -> RolloutBatch:
+    """Play with the policy in eval mode (no dropout, KV cache on), restoring its mode afterwards."""
+    model = trainer.model
+    was_training = model.training
+    model.eval()
+    try:
+        return engine.play(items, ids)
+    finally:
+        model.train(was_training)
+
+
+def make_rollout_func(factory: EngineFactory, transcripts: Path | None, run_name: str) -> Callable[..., dict]:
+    """TRL's ``rollout_func(prompts, trainer)``: play the generation batch's episodes.
+
+    TRL hands over the per-process prompts with each scenario repeated ``num_generations`` times
+    (its ``RepeatSampler``); the matching dataset rows are in ``trainer.current_rows``.
+    """
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        rows = trainer.current_rows
+        if rows is None or len(rows) != len(prompts):
+            raise RuntimeError("rollout_func needs the generation batch's rows (trainer.current_rows)")
+        step = trainer.state.global_step + 1
+        items = [item_from_row(r) for r in rows]
+        counts: dict[str, int] = {}
+        ranks = []  # rollout index of each episode within its scenario's group
+        for it in items:
+            ranks.append(counts.get(it.scenario_id, 0))
+            counts[it.scenario_id] = ranks[-1] + 1
+        arms = [f"{run_name}|step{step}|r{k}" for k in ranks]
+        ids = [f"{arm}|{it.scenario_id}|{it.buyer}" for arm, it in zip(arms, items)]
+        seed = factory.config.seed * 1_000_003 + step * 1_009 + trainer.accelerator.process_index
+        batch = _play(trainer, factory.engine(seed), items, ids)
+        for name, value in batch.metrics().items():
+            trainer._log_metric(name, float(value))
+        if transcripts is not None and trainer.accelerator.is_main_process:
+            recs = []
+            for arm, t in zip(arms, batch.trajectories):
+                rec = t.record(arm=arm, seller="policy", buyer=t.item.buyer)
+                rec["step"] = step
+                recs.append(rec)
+            _append_records(transcripts, recs)
+        return batch.trl_output()
+
+    return rollout_func
+
+
+@dataclass
+class Validator:
+    """Validation on the fixed validation scenarios (see the module docstring)."""
+
+    factory: EngineFactory
+    items: list[ScenarioItem]
+    log: RunLog
+    transcripts: Path | None
+    scaffold: str
+    run_name: str
+
+    def run(self, trainer: Any, step: int) -> dict[str, Any]:
+        if step in self.log.steps():
+            return {}
+        t0 = time.perf_counter()
+        seed = self.factory.config.seed * 1_000_003 + 7_919 + step
+        ids = [f"{self.run_name}|val{step}|{it.scenario_id}|{it.buyer}" for it in self.items]
+        batch = _play(trainer, self.factory.engine(seed, self.scaffold), self.items, ids)
+        m = batch.metrics()
+        row = {
+            "step": step,
+            "score": m["score"],
+            "deal_rate": m["deal_rate"],
+            "reward": m["episode_reward"],
+            "turns": m["turns"],
+            "bad_parse_rate": m["bad_parse_rate"],
+            "truncated_rate": m["truncated_rate"],
+            "n_episodes": len(self.items),
+            "scaffold": self.scaffold,
+            "time_s": time.perf_counter() - t0,
+        }
+        if self.transcripts is not None:
+            recs = []
+            for t in batch.trajectories:
+                rec = t.record(arm=f"{self.run_name}|val{step}", seller="policy", buyer=t.item.buyer)
+                rec["step"] = step
+                recs.append(rec)
+            _append_records(self.transcripts, recs)
+        self.log.append(row)
+        return row
+
+
+def _callbacks(log: RunLog, validator: Validator | None, validate_every: int, progress: bool) -> list[Any]:
+    from transformers import TrainerCallback
+
+    shared: dict[str, float] = {}  # validation seconds inside the current step
+
+    class StepLogger(TrainerCallback):
+        """One row per optimizer step: TRL's metrics (reward, kl, entropy, grad_norm, clip ratios, ...)
+        plus the rollout's (score, deal rate, tokens, time split) and wall time. ``time_update_s`` is the
+        step's wall time minus its rollout and validation time."""
+
+        def __init__(self) -> None:
+            prev = log.rows()
+            self.offset = float(prev[-1].get("wall_time_s", 0.0)) if prev else 0.0
+            self.t0 = self.last = time.perf_counter()
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.t0 = self.last = time.perf_counter()
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kw: Any
+        ) -> None:
+            if not logs or "train_runtime" in logs or not state.is_world_process_zero:
+                return
+            now = time.perf_counter()
+            row: dict[str, Any] = {
+                "step": state.global_step,
+                "wall_time_s": self.offset + now - self.t0,
+                "time_step_s": now - self.last,
+            }
+            self.last = now
+            row.update({k: v for k, v in logs.items() if isinstance(v, (int, float))})
+            row["lr"] = logs.get("learning_rate")
+            row["time_validation_s"] = shared.pop("validation_s", 0.0)
+            if "time_rollout_s" in row:
+                row["time_update_s"] = max(
+                    0.0, row["time_step_s"] - row["time_rollout_s"] - row["time_validation_s"]
+                )
+            log.append(row)
+            if progress:
+                nan = float("nan")
+                print(
+                    f"step {row['step']}: reward {row.get('reward', nan):+.3f} "
+                    f"score {row.get('score', nan):+.3f} deal {row.get('deal_rate', nan):.2f} "
+                    f"kl {row.get('kl', nan):.5f} lr {row.get('lr') or 0:.2e} ({row['time_step_s']:.1f}s)",
+                    flush=True,
+                )
+
+    class Validate(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if validator is not None and validate_every and state.global_step % validate_every == 0:
+                t0 = time.perf_counter()
+                row = validator.run(validator.factory.trainer, state.global_step)
+                shared["validation_s"] = time.perf_counter() - t0
+                if progress and row:
+                    step, score, deal = state.global_step, row["score"], row["deal_rate"]
+                    print(f"validation @ {step}: score {score:+.3f} deal {deal:.2f}", flush=True)
+
+    return [StepLogger(), Validate()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainResult:
+    """What a run produced: the final checkpoint, the per-step log and the validation log."""
+
+    out_dir: Path
+    checkpoint: Path | None
+    steps: int
+    log: list[dict[str, Any]] = field(default_factory=list)
+    validation: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    backend: str = "hf"
+
+
+def resolve_model_path(name_or_path: str | Path) -> str:
+    """A packaged model name (converted once, cached), a local folder, or a hub id as given."""
+    from negolib.models import LOCAL_MODELS, local_model_dir
+
+    key = str(name_or_path)
+    if key in LOCAL_MODELS:
+        return str(local_model_dir(key))
+    p = Path(key).expanduser()
+    return str(p) if p.is_dir() else key
+
+
+def default_buyers(config: TrainConfig) -> dict[str, Agent]:
+    """Scripted buyers for every mixture name that is a scripted strategy (seeded with ``config.seed``)."""
+    from negolib.agents.scripted import STRATEGIES, make_scripted
+
+    unknown = [n for n in config.buyer_mixture if n not in STRATEGIES]
+    if unknown:
+        raise KeyError(f"buyers {unknown} are not scripted strategies; pass agents for them in `buyers`")
+    return {n: make_scripted(n, seed=config.seed) for n in config.buyer_mixture}
+
+
+def roundtrip_dialogue(item: ScenarioItem, config: TrainConfig, turns: int = 4) -> list[dict[str, str]]:
+    """A multi-turn seller chat (scripted play) for the tag round-trip check before training [App. J]."""
+    from negolib.agents.scripted import make_scripted
+    from negolib.env import Episode
+    from negolib.prompts import render_messages
+
+    ep = Episode(item.scenario, env_config(config), "roundtrip")
+    agents = {"seller": make_scripted("linear"), "buyer": make_scripted("boulware")}
+    while not ep.done and len(ep.turns) < turns:
+        ep.step(agents[ep.to_move].act(ep.view()).text)
+    return render_messages(ep.view("seller"), "training")
+
+
+def build_grpo_args(
+    config: TrainConfig, ckpt_dir: Path, cuda: bool, backend: str, stop_ids: Sequence[int], progress: bool
+) -> Any:
+    """The ``GRPOConfig`` of the recipe (single process; accelerate scales it out)."""
+    from trl import GRPOConfig
+
+    dtype = config.resolved_dtype(cuda)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_step = config.episodes_per_step // world
+    if per_step % config.micro_batch_size:
+        raise ValueError(
+            f"{per_step} episodes per process do not split into micro-batches of {config.micro_batch_size}"
+        )
+    save_steps = config.save_every or config.max_steps
+    kw: dict[str, Any] = dict(
+        output_dir=str(ckpt_dir),
+        per_device_train_batch_size=config.micro_batch_size,
+        gradient_accumulation_steps=per_step // config.micro_batch_size,
+        num_generations=config.rollouts_per_scenario,
+        max_steps=config.max_steps,
+        learning_rate=config.peak_lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        adam_beta1=config.adam_beta1,
+        adam_beta2=config.adam_beta2,
+        adam_epsilon=config.adam_epsilon,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        beta=config.kl_beta,
+        epsilon=config.clip_low,
+        epsilon_high=config.clip_high,
+        loss_type=config.loss_type,
+        scale_rewards="group" if config.advantage == "group" else "none",
+        num_iterations=1,
+        use_bias_correction_kl=False,
+        vllm_importance_sampling_correction=False,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=save_steps,
+        save_total_limit=None,
+        report_to=[],
+        seed=config.seed,
+        data_seed=config.seed,
+        disable_dropout=True,
+        gradient_checkpointing=config.gradient_checkpointing,
+        bf16=dtype == "bfloat16" and cuda,
+        fp16=False,
+        use_cpu=not cuda,
+        disable_tqdm=True,
+        log_completions=False,
+        model_init_kwargs={"dtype": dtype},
+        dataloader_num_workers=0,
+        shuffle_dataset=True,
+    )
+    if backend == "vllm":
+        kw.update(
+            use_vllm=True,
+            vllm_mode="colocate",
+            vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            vllm_max_model_length=config.max_context_tokens,
+            generation_kwargs={"stop_token_ids": list(stop_ids)},
+        )
+    return GRPOConfig(**kw)
+
+
+@dataclass
+class RunSetup:
+    """A constructed run, ready to train: the TRL trainer and what drives it."""
+
+    trainer: Any
+    factory: EngineFactory
+    validator: Validator | None
+    resume_from: Path | None
+    train_log: RunLog
+    validation_log: RunLog
+    out_dir: Path
+    backend: str
+
+
+def _initial_weights(
+    config: TrainConfig, model_name_or_path: str | Path, recorded: Path, resume_from: Path | None
+) -> str:
+    """The run's initial policy (also the KL reference): the model, or ``continue_from``. A resumed run
+    keeps the one its ``config.json`` recorded; naming a different existing model is an error."""
+    init = resolve_model_path(config.continue_from or model_name_or_path)
+    if resume_from is None or not recorded.is_file():
+        return init
+    before = json.loads(recorded.read_text()).get("init")
+    if before and before != init:
+        if Path(init).exists() and Path(before).exists() and Path(init).resolve() != Path(before).resolve():
+            raise ValueError(
+                f"{recorded.parent} was started from {before!r}; resuming it from {init!r} would "
+                "change the policy's initial weights and KL reference"
+            )
+        return before
+    return init
+
+
+def build_run(
+    config: TrainConfig,
+    model_name_or_path: str | Path,
+    out_dir: str | Path,
+    buyers: Mapping[str, Agent] | None = None,
+    progress: bool = True,
+    resume: bool = True,
+    callbacks: Sequence[Any] = (),
+    transcripts: bool = True,
+) -> RunSetup:
+    """Everything :func:`train` needs, without training: config files, logs (pruned to the resumed
+    checkpoint), the turn tags (round-trip asserted on a multi-turn dialogue first) and the trainer."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from negolib.chat_template import assert_roundtrip, derive_turn_tags
+    from negolib.training.data import build_dataset
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = out / "checkpoints"
+    sweep_staging(ckpt_dir)
+    cuda = torch.cuda.is_available()
+    vllm_ok = False
+    if cuda:
+        import importlib.util
+
+        vllm_ok = importlib.util.find_spec("vllm") is not None
+    backend = config.resolved_backend(cuda, vllm_ok)
+    resume_from = last_checkpoint(ckpt_dir) if resume else None
+    init = _initial_weights(config, model_name_or_path, out / "config.json", resume_from)
+    _atomic_write(
+        out / "config.json",
+        json.dumps(
+            {
+                "train": config.to_dict(),
+                "init": init,
+                "backend": backend,
+                "dtype": config.resolved_dtype(cuda),
+            },
+            indent=2,
+        )
+        + "\n",
+    )
+    train_log, val_log = RunLog(out, TRAIN_LOG), RunLog(out, VALIDATION_LOG)
+    tdir = out / "transcripts"
+    if resume_from is None:  # a fresh run: nothing of an earlier attempt survives
+        for p in (
+            train_log.jsonl,
+            train_log.csv,
+            val_log.jsonl,
+            val_log.csv,
+            tdir / "train.jsonl",
+            tdir / "validation.jsonl",
+        ):
+            p.unlink(missing_ok=True)
+    else:
+        done_step = int(resume_from.name.split("-")[1])
+        train_log.truncate_after(done_step)
+        val_log.truncate_after(done_step)
+        _prune_transcripts(tdir / "train.jsonl", done_step)
+        _prune_transcripts(tdir / "validation.jsonl", done_step)
+
+    tok = AutoTokenizer.from_pretrained(init)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tags = derive_turn_tags(tok)
+    assert_roundtrip(tok, tags, roundtrip_dialogue(scenario_items(config, "train")[0], config))
+    agents = dict(buyers) if buyers is not None else default_buyers(config)
+    missing = sorted(set(config.buyer_mixture) - set(agents))
+    if missing:
+        raise KeyError(f"no buyer agent for mixture names {missing}; given: {sorted(agents)}")
+
+    factory = EngineFactory(config, tok, tags, agents, backend)
+    run_name = out.name
+    validator = None
+    if config.validate_every:
+        vscaffold = config.validation_scaffold or config.scaffold
+        validator = Validator(
+            factory,
+            scenario_items(config, "validation"),
+            val_log,
+            tdir / "validation.jsonl" if transcripts else None,
+            vscaffold,
+            run_name,
+        )
+    rollout_func = make_rollout_func(factory, tdir / "train.jsonl" if transcripts else None, run_name)
+    args = build_grpo_args(config, ckpt_dir, cuda, backend, tags.stop_ids, progress)
+    trainer_cls = _trainer_class()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*rollout_func.*experimental.*")
+        trainer = trainer_cls(
+            model=init,
+            reward_funcs=[episode_reward],
+            args=args,
+            train_dataset=build_dataset(config, "train"),
+            processing_class=tok,
+            rollout_func=rollout_func,
+            train_config=config,
+            callbacks=[*_callbacks(train_log, validator, config.validate_every, progress), *callbacks],
+        )
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):  # our StepLogger prints one line per step instead
+        trainer.remove_callback(cb)
+    factory.trainer = trainer
+    return RunSetup(trainer, factory, validator, resume_from, train_log, val_log, out, backend)
+
+
+def train(
+    config: TrainConfig,
+    model_name_or_path: str | Path,
+    out_dir: str | Path,
+    buyers: Mapping[str, Agent] | None = None,
+    progress: bool = True,
+    resume: bool = True,
+    callbacks: Sequence[Any] = (),
+    transcripts: bool = True,
+) -> TrainResult:
+    """Run (or resume) one GRPO training run into ``out_dir``.
+
+    ``out_dir`` receives ``config.json``, ``train_log.{csv,jsonl}``, ``validation_log.{csv,jsonl}``,
+    ``transcripts/{train,validation}.jsonl`` and ``checkpoints/checkpoint-<step>`` (every
+    ``save_every`` steps and at the end; each a loadable model + tokenizer folder). With
+    ``config.continue_from`` set, the policy (and the KL reference) start from that checkpoint under
+    a fresh optimizer and a fresh warmup-cosine (the paper's continuation). ``buyers`` maps the
+    mixture's names to agents (default: scripted strategies of those names). ``resume`` picks up the
+    last complete checkpoint in ``out_dir`` (a run already at ``max_steps`` returns at once).
+    """
+    out = Path(out_dir)
+    done = last_checkpoint(out / "checkpoints") if resume else None
+    if done is not None and int(done.name.split("-")[1]) >= config.max_steps:  # nothing left to do
+        state = json.loads((done / "trainer_state.json").read_text())
+        recorded = json.loads((out / "config.json").read_text()) if (out / "config.json").is_file() else {}
+        return TrainResult(
+            out,
+            done,
+            int(state["global_step"]),
+            RunLog(out, TRAIN_LOG).rows(),
+            RunLog(out, VALIDATION_LOG).rows(),
+            config.to_dict(),
+            recorded.get("backend", "hf"),
+        )
+    run = build_run(config, model_name_or_path, out_dir, buyers, progress, resume, callbacks, transcripts)
+    if run.validator is not None and run.resume_from is None:
+        row = run.validator.run(run.trainer, 0)
+        if progress and row:
+            print(f"validation @ 0: score {row['score']:+.3f} deal {row['deal_rate']:.2f}", flush=True)
+    run.trainer.train(resume_from_checkpoint=str(run.resume_from) if run.resume_from else None)
+    final = last_checkpoint(run.out_dir / "checkpoints")
+    return TrainResult(
+        run.out_dir,
+        final,
+        int(run.trainer.state.global_step),
+        run.train_log.rows(),
+        run.validation_log.rows(),
+        config.to_dict(),
+        run.backend,
+    )
+
+
+__all__ = [
+    "EngineFactory",
+    "RunLog",
+    "RunSetup",
+    "TrainResult",
+    "build_run",
+    "Validator",
+    "build_grpo_args",
+    "default_buyers",
+    "episode_reward",
+    "make_rollout_func",
+    "resolve_model_path",
+    "roundtrip_dialogue",
+    "train",
+]

@@ -1,0 +1,418 @@
+"""Multi-turn token-level rollouts for GRPO [paper §3 "Optimization", App. H, App. J].
+
+Every episode is one trajectory: ``prompt_ids`` (the seller's first prompt rendered with the chat
+template, capped at the prompt cap) followed by ``completion_ids``, the concatenation, turn by
+turn, of
+
+* the seller's sampled tokens (``env_mask`` 1, with their sampling log-probabilities), and
+* the environment's tokens (``env_mask`` 0, log-probability 0): the rest of the assistant-turn
+  close after the seller's stop token, the user-turn tags around the buyer's turn as the prompt
+  scaffold renders it, and the next generation prompt (tags derived from the tokenizer,
+  :mod:`negolib.chat_template`).
+
+Seller text is decoded only to drive the environment; the ids it came from are kept as sampled and
+never re-tokenized. The trajectory ends on the seller's last end-of-turn token (appended as an
+environment token when the turn hit its token budget). The reward is Eq. 1 from
+:mod:`negolib.env` with ``accept_applies_terms`` on; an episode the driver has to cut (seller-turn
+cap, context cap, an agent error) gets the floor ``-lambda``, as in the paper's reward plumbing.
+
+Scaffolds: under ``training`` the seller's chat only grows by appending (the buyer's prose as a user
+turn), so the trajectory is exactly the template's render of the dialogue. Under ``evaluation`` (a
+beyond-paper arm) the scaffold re-renders one user message per turn; one trajectory cannot be a
+re-rendered prompt, so each later seller turn sees the re-rendered scaffold message appended as the
+user turn of a growing chat (history, current offer, turn number, phase and reminder included).
+
+Generation is batched per wave: all live episodes whose seller is to move generate in one call of
+a :class:`TokenGenerator` (HF ``generate`` on CPU, colocated vLLM on GPU); buyers answer per buyer
+agent in one ``act_batch`` call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from negolib.agents.base import Agent
+from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
+from negolib.env import EnvConfig, Episode
+
+if TYPE_CHECKING:
+    from negolib.training.data import ScenarioItem
+
+
+# ---------------------------------------------------------------------------------------------
+# Token generators
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Generation:
+    """One sampled turn: ``ids`` (T,) up to and including the stop token when one was produced,
+    ``logprobs`` (T,) of each sampled token under the sampling distribution, ``stopped``."""
+
+    ids: list[int]
+    logprobs: list[float]
+    stopped: bool
+
+
+class TokenGenerator(Protocol):
+    """Samples one continuation per context; ``budgets[i]`` caps the new tokens of context ``i``."""
+
+    def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[Generation]: ...
+
+
+def _cut(ids: Sequence[int], lps: Sequence[float], stop_ids: Sequence[int], budget: int) -> Generation:
+    """Trim a raw continuation at its first stop token (kept) and at the budget."""
+    stops = set(stop_ids)
+    out_ids, out_lps = [], []
+    for tok, lp in zip(ids, lps):
+        if len(out_ids) >= budget:
+            break
+        out_ids.append(int(tok))
+        out_lps.append(float(lp))
+        if tok in stops:
+            return Generation(out_ids, out_lps, True)
+    return Generation(out_ids, out_lps, False)
+
+
+class HFAgentGenerator:
+    """Batched HF sampling from token contexts through :meth:`negolib.agents.hf_agent.HFAgent.generate_ids`.
+
+    The agent's model is the policy being trained (the same module object, so every optimizer step
+    is seen by the next wave), its sampling settings are the recipe's, and each call is seeded from
+    the agent's seed and a call counter. Chunks of ``agent.max_batch`` contexts per ``generate`` call.
+    """
+
+    def __init__(self, agent: Any, seed: int | None = None) -> None:
+        self.agent = agent
+        self.seed = agent.sampling.seed if seed is None else seed
+        self.calls = 0
+
+    def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[Generation]:
+        from negolib.sampling import derive_seed
+
+        out: list[Generation] = []
+        step = max(1, self.agent.max_batch)
+        for i in range(0, len(contexts), step):
+            seed = derive_seed(self.seed, [f"call{self.calls}"], [i])
+            comps, lps, fins = self.agent.generate_ids([list(c) for c in contexts[i : i + step]], seed)
+            for ids, lp, fin, budget in zip(comps, lps, fins, budgets[i : i + step]):
+                out.append(_cut(ids, lp, self.agent.tags.stop_ids if fin else (), budget))
+        self.calls += 1
+        return out
+
+
+class VLLMTokenGenerator:
+    """Generation through TRL's colocated vLLM engine (``trainer.vllm_generation``).
+
+    The engine samples with the trainer's temperature/top-p/top-k and its per-call token cap
+    (``max_completion_length`` = new tokens per turn); contexts are token ids. ``sync`` (called
+    before each wave) pushes the current policy weights when the optimizer step changed.
+    """
+
+    def __init__(
+        self, vllm_generation: Any, stop_ids: Sequence[int], sync: Callable[[], None] | None = None
+    ) -> None:
+        self.vg, self.stop_ids, self.sync = vllm_generation, [int(s) for s in stop_ids], sync
+
+    def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[Generation]:
+        if not contexts:
+            return []
+        if self.sync is not None:
+            self.sync()
+        _, completion_ids, logprobs, _ = self.vg.generate(
+            prompts=[list(c) for c in contexts], images=None, num_generations=1
+        )
+        out = []
+        for ids, lps, budget in zip(completion_ids, logprobs or [None] * len(contexts), budgets):
+            flat = (
+                [0.0 if (lp is None or lp[0] is None) else float(lp[0]) for lp in lps]
+                if lps
+                else [0.0] * len(ids)
+            )
+            out.append(_cut(list(ids), flat, self.stop_ids, budget))
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Trajectories
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    """Sequence limits of the driver [App. H "Sequences"]."""
+
+    max_new_tokens: int = 768
+    max_context_tokens: int = 16_384
+    max_prompt_tokens: int = 2_048
+    max_seller_turns: int = 13
+
+
+@dataclass
+class Trajectory:
+    """One episode as a training sample. ``completion_ids``, ``env_mask`` and ``logprobs`` are (C,)."""
+
+    item: ScenarioItem
+    episode: Episode
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    segments: list[tuple[str, list[int]]] = field(default_factory=list)  # ("seller"|"env", ids) in order
+    seller_turns: int = 0
+    prompt_truncated: bool = False
+    status: str = "running"  # deal | no_deal | truncated | error
+    error: str | None = None
+    gen_stopped: bool = True  # the last seller turn ended on a stop token
+
+    @property
+    def done(self) -> bool:
+        return self.status != "running"
+
+    @property
+    def context(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+    def add(self, kind: str, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return
+        self.completion_ids += ids
+        self.env_mask += [1 if kind == "seller" else 0] * len(ids)
+        self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
+        self.segments.append((kind, ids))
+
+    @property
+    def reward(self) -> float:
+        out = self.episode.outcome
+        if self.status in ("truncated", "error") or out is None:
+            return -self.episode.config.no_deal_penalty
+        return float(out.reward)
+
+    @property
+    def score(self) -> float:
+        out = self.episode.outcome
+        if self.status in ("truncated", "error") or out is None:
+            return -self.episode.config.no_deal_penalty
+        return float(out.score)
+
+    @property
+    def deal(self) -> bool:
+        return self.status == "deal"
+
+    @property
+    def seller_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    @property
+    def env_tokens(self) -> int:
+        return len(self.env_mask) - sum(self.env_mask)
+
+    def record(self, **key: Any) -> dict[str, Any]:
+        """The transcript record (negolib format) plus training fields."""
+        rec = self.episode.record(**key)
+        if self.status in ("truncated", "error"):
+            rec["status"] = "error" if self.status == "error" else "truncated"
+            rec["error"] = self.error
+        rec["training"] = {
+            "reward": self.reward,
+            "prompt_tokens": len(self.prompt_ids),
+            "seller_tokens": self.seller_tokens,
+            "env_tokens": self.env_tokens,
+            "seller_turns": self.seller_turns,
+            "prompt_truncated": self.prompt_truncated,
+            "driver_status": self.status,
+        }
+        return rec
+
+
+@dataclass
+class RolloutBatch:
+    """The trajectories of one batch and where the time went (seconds)."""
+
+    trajectories: list[Trajectory]
+    generation_s: float = 0.0
+    buyer_s: float = 0.0
+    total_s: float = 0.0
+    waves: int = 0
+
+    def trl_output(self) -> dict[str, list[Any]]:
+        """What TRL's ``rollout_func`` returns: ids, logprobs, env_mask and per-episode extra fields."""
+        ts = self.trajectories
+        return {
+            "prompt_ids": [t.prompt_ids for t in ts],
+            "completion_ids": [t.completion_ids for t in ts],
+            "logprobs": [t.logprobs for t in ts],
+            "env_mask": [t.env_mask for t in ts],
+            "episode_reward": [t.reward for t in ts],
+            "episode_score": [t.score for t in ts],
+            "episode_deal": [float(t.deal) for t in ts],
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Batch means and token counts for the training log."""
+        ts = self.trajectories
+        n = max(1, len(ts))
+        seller = sum(t.seller_tokens for t in ts)
+        env = sum(t.env_tokens for t in ts)
+        prompt = sum(len(t.prompt_ids) for t in ts)
+        turns = [t.episode.outcome.turns if t.episode.outcome else len(t.episode.turns) for t in ts]
+        return {
+            "episode_reward": sum(t.reward for t in ts) / n,
+            "score": sum(t.score for t in ts) / n,
+            "deal_rate": sum(t.deal for t in ts) / n,
+            "turns": sum(turns) / n,
+            "bad_parse_rate": _bad_parse_rate(ts),
+            "truncated_rate": sum(t.status == "truncated" for t in ts) / n,
+            "error_rate": sum(t.status == "error" for t in ts) / n,
+            "prompt_truncated_rate": sum(t.prompt_truncated for t in ts) / n,
+            "tokens_generated": float(seller),
+            "tokens_env": float(env),
+            "tokens_prompt": float(prompt),
+            "tokens_trained": float(seller + env + prompt),
+            "time_generation_s": self.generation_s,
+            "time_buyer_s": self.buyer_s,
+            "time_rollout_s": self.total_s,
+            "generation_tokens_per_s": seller / self.generation_s if self.generation_s > 0 else 0.0,
+        }
+
+
+def _bad_parse_rate(ts: Sequence[Trajectory]) -> float:
+    seller_turns = [turn for t in ts for turn in t.episode.turns if turn.role == "seller"]
+    return sum(turn.action is None for turn in seller_turns) / max(1, len(seller_turns))
+
+
+def _observation_message(messages: Sequence[dict[str, str]]) -> dict[str, str]:
+    """The one message the seller has not seen yet: the user turn after its last assistant message
+    (training scaffold), or the re-rendered last message when there is no assistant turn (evaluation)."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    new = list(messages[last + 1 :]) if last is not None else [messages[-1]]
+    if len(new) != 1 or new[0]["role"] != "user":
+        raise ValueError(f"a rollout appends exactly one user turn; got roles {[m['role'] for m in new]}")
+    return new[0]
+
+
+@dataclass
+class RolloutEngine:
+    """Plays batches of episodes with the policy as seller and returns token-level trajectories.
+
+    ``render`` maps a seller view to chat messages (default: :func:`negolib.prompts.render_messages`
+    with ``scaffold``). ``buyers`` maps the names in each item's ``buyer`` field to agents.
+    """
+
+    generator: TokenGenerator
+    tokenizer: Any
+    tags: TurnTags
+    buyers: Mapping[str, Agent]
+    env: EnvConfig
+    limits: RolloutLimits = field(default_factory=RolloutLimits)
+    scaffold: str = "training"
+    render: Callable[[Any, str], list[dict[str, str]]] | None = None
+
+    def _render(self, view: Any) -> list[dict[str, str]]:
+        if self.render is not None:
+            return self.render(view, self.scaffold)
+        from negolib.prompts import render_messages
+
+        return render_messages(view, self.scaffold)
+
+    def play(self, items: Sequence[ScenarioItem], episode_ids: Sequence[str] | None = None) -> RolloutBatch:
+        """Play one episode per item (repeat an item for several rollouts) to the end."""
+        missing = sorted({it.buyer for it in items} - set(self.buyers))
+        if missing:
+            raise KeyError(f"no buyer agent for {missing}; registered: {sorted(self.buyers)}")
+        ids = (
+            list(episode_ids)
+            if episode_ids is not None
+            else [f"{it.scenario_id}|{it.buyer}|{i}" for i, it in enumerate(items)]
+        )
+        trajs = [Trajectory(it, Episode(it.scenario, self.env, eid)) for it, eid in zip(items, ids)]
+        batch = RolloutBatch(trajs)
+        t0 = time.perf_counter()
+        while True:
+            live = [t for t in trajs if not t.done]
+            if not live:
+                break
+            batch.waves += 1
+            sellers = [t for t in live if t.episode.to_move == "seller"]
+            buyers = [t for t in live if t.episode.to_move == "buyer"]
+            if sellers:
+                t1 = time.perf_counter()
+                self._seller_wave(sellers)
+                batch.generation_s += time.perf_counter() - t1
+            if buyers:
+                t1 = time.perf_counter()
+                self._buyer_wave(buyers)
+                batch.buyer_s += time.perf_counter() - t1
+            for t in live:
+                if not t.done and t.episode.done:
+                    t.status = "deal" if t.episode.outcome.deal else "no_deal"
+        for t in trajs:  # the trajectory ends on the seller's end-of-turn token
+            if t.completion_ids and not t.gen_stopped:
+                t.add("env", self.tags.assistant_close.ids[:1])
+        batch.total_s = time.perf_counter() - t0
+        return batch
+
+    def _prepare(self, t: Trajectory) -> list[int] | None:
+        """Append what the seller has not seen since its last turn and return its context; None when
+        the driver must cut the episode (seller-turn cap, or the context cap would be reached)."""
+        if t.seller_turns >= self.limits.max_seller_turns:
+            return None
+        messages = self._render(t.episode.view("seller"))
+        if not t.prompt_ids:
+            ids = encode_chat(self.tokenizer, messages, add_generation_prompt=True)
+            if len(ids) > self.limits.max_prompt_tokens:  # keep the end: the generation prompt survives
+                ids, t.prompt_truncated = ids[-self.limits.max_prompt_tokens :], True
+            t.prompt_ids = ids
+            return t.context
+        last_gen = next((ids for kind, ids in reversed(t.segments) if kind == "seller"), [])
+        obs = self.tags.observation_ids(self.tokenizer, _observation_message(messages)["content"], last_gen)
+        if len(t.context) + len(obs) >= self.limits.max_context_tokens - 1:
+            return None
+        t.add("env", obs)
+        t.gen_stopped = True
+        return t.context
+
+    def _seller_wave(self, sellers: Sequence[Trajectory]) -> None:
+        ready: list[tuple[Trajectory, list[int]]] = []
+        for t in sellers:
+            ctx = self._prepare(t)
+            if ctx is None:
+                t.status, t.error = "truncated", "driver limit (seller turns or context)"
+            else:
+                ready.append((t, ctx))
+        if not ready:
+            return
+        cap = self.limits.max_context_tokens - 1  # room for an end-of-turn token after a cut turn
+        budgets = [min(self.limits.max_new_tokens, cap - len(c)) for _, c in ready]
+        t0 = time.perf_counter()
+        gens = self.generator.generate([c for _, c in ready], budgets)
+        latency = (time.perf_counter() - t0) / len(ready)
+        for (t, ctx), gen in zip(ready, gens):
+            t.add("seller", gen.ids, gen.logprobs)
+            t.seller_turns += 1
+            t.gen_stopped = gen.stopped
+            body = gen.ids[:-1] if gen.stopped else gen.ids
+            raw = self.tokenizer.decode(body, skip_special_tokens=False)
+            text = strip_template_tags(raw, self.tokenizer, self.tags)  # as HFAgent: no tag reaches the buyer
+            t.episode.step(text, input_tokens=len(ctx), output_tokens=len(gen.ids), latency_s=latency)
+
+    def _buyer_wave(self, buyers: Sequence[Trajectory]) -> None:
+        groups: dict[str, list[Trajectory]] = {}
+        for t in buyers:
+            groups.setdefault(t.item.buyer, []).append(t)
+        for name, ts in groups.items():
+            try:
+                replies = self.buyers[name].act_batch([t.episode.view("buyer") for t in ts])
+            except Exception as exc:  # one failing buyer must not lose the batch
+                for t in ts:
+                    t.status, t.error = "error", f"{type(exc).__name__}: {exc}"
+                continue
+            for t, rep in zip(ts, replies):
+                if rep.error is not None:
+                    t.status, t.error = "error", rep.error
+                    continue
+                t.episode.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)

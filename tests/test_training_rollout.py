@@ -1,0 +1,238 @@
+"""Token-level multi-turn rollouts: ids are concatenated, never re-tokenized; env_mask is aligned."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from negolib.agents.base import Agent, AgentReply  # noqa: E402
+from negolib.agents.scripted import make_scripted  # noqa: E402
+from negolib.chat_template import derive_turn_tags, encode_chat, encode_text  # noqa: E402
+from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
+from negolib.prompts import render_messages  # noqa: E402
+from negolib.training.config import TrainConfig  # noqa: E402
+from negolib.training.data import env_config, scenario_items  # noqa: E402
+from negolib.training.rollout import (  # noqa: E402
+    Generation,
+    HFAgentGenerator,
+    RolloutEngine,
+    RolloutLimits,
+)
+
+torch.set_num_threads(1)
+CFG = TrainConfig(
+    train_seeds_per_domain=1,
+    train_domains=("job_offer", "acquisition"),
+    max_rounds=3,
+    buyer_mixture={"conceder": 0.5, "hardheaded": 0.5},
+)
+ITEMS = scenario_items(CFG)
+BUYERS = {n: make_scripted(n) for n in CFG.buyer_mixture}
+
+
+class TextGenerator:
+    """Emits fixed seller turns (encoded text + the stop token); records every call's batch size."""
+
+    def __init__(self, tokenizer, tags, texts, stop: bool = True) -> None:
+        self.tok, self.tags, self.texts, self.stop = tokenizer, tags, texts, stop
+        self.calls: list[int] = []
+        self.outputs: list[list[int]] = []
+
+    def generate(self, contexts, budgets):
+        self.calls.append(len(contexts))
+        out = []
+        for i, budget in enumerate(budgets):
+            text = self.texts(len(self.calls) - 1, i)
+            ids = encode_text(self.tok, text) + ([self.tags.stop_ids[0]] if self.stop else [])
+            ids = ids[:budget]
+            self.outputs.append(ids)
+            out.append(
+                Generation(
+                    ids, [-0.5] * len(ids), self.stop and len(ids) and ids[-1] == self.tags.stop_ids[0]
+                )
+            )
+        return out
+
+
+def counter_text(call: int, i: int) -> str:
+    terms = [{"name": "salary", "value": 150 - 5 * call}] if i % 2 == 0 else [{"name": "price", "value": 90}]
+    return f"Happy to talk, round {call}.\n" + json.dumps({"action": "COUNTER", "terms": terms})
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def tags(tok):
+    return derive_turn_tags(tok)
+
+
+def engine(tok, tags, gen, **kw):
+    limits = kw.pop("limits", RolloutLimits(256, 16384, 8192, 13))
+    env = kw.pop("env", env_config(CFG))
+    buyers = kw.pop("buyers", BUYERS)
+    return RolloutEngine(gen, tok, tags, buyers, env, limits, **kw)
+
+
+class StubbornBuyer(Agent):
+    """Never accepts and never names terms."""
+
+    name = "stubborn"
+
+    def act_batch(self, views):
+        return [AgentReply("I need to think about it.") for _ in views]
+
+
+def check_alignment(t, tags):
+    assert len(t.completion_ids) == len(t.env_mask) == len(t.logprobs)
+    flat = [i for _, ids in t.segments for i in ids]
+    assert flat == t.completion_ids  # completion = concatenation of the segments, in order
+    mask = [1 if k == "seller" else 0 for k, ids in t.segments for _ in ids]
+    assert mask == t.env_mask
+    assert all(lp == 0.0 for lp, m in zip(t.logprobs, t.env_mask) if m == 0)
+    assert t.completion_ids[-1] == tags.assistant_close.ids[0]  # ends on the seller's end-of-turn token
+
+
+def test_trajectory_equals_the_templates_render_of_the_dialogue(tok, tags):
+    gen = TextGenerator(tok, tags, counter_text)
+    batch = engine(tok, tags, gen).play([ITEMS[0], ITEMS[0], ITEMS[1], ITEMS[1]])
+    assert gen.calls[0] == 4  # one batched generate call per wave
+    for t in batch.trajectories:
+        check_alignment(t, tags)
+        assert t.done and t.status in ("deal", "no_deal")
+        assert t.reward == pytest.approx(t.episode.outcome.reward)
+        # the seller's segments are exactly what the generator sampled
+        seller = [ids for k, ids in t.segments if k == "seller"]
+        assert all(s in gen.outputs for s in seller) and len(seller) == t.seller_turns
+        # prompt + completion is the chat template's render of the seller's dialogue (App. J)
+        messages = render_messages(t.episode.view("seller"), "training")
+        if messages[-1]["role"] == "user":
+            messages = messages[:-1]
+        expected = encode_chat(tok, messages, add_generation_prompt=False)
+        assert t.prompt_ids + t.completion_ids + list(tags.assistant_close.ids[1:]) == expected
+        assert t.prompt_ids == encode_chat(tok, messages[:2], add_generation_prompt=True)
+    m = batch.metrics()
+    assert m["tokens_generated"] == sum(sum(t.env_mask) for t in batch.trajectories)
+    assert m["tokens_trained"] == sum(len(t.prompt_ids) + len(t.completion_ids) for t in batch.trajectories)
+    out = batch.trl_output()
+    assert set(out) >= {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode_reward"}
+    rec = batch.trajectories[0].record(arm="a", seller="policy", buyer=ITEMS[0].buyer)
+    assert rec["schema"] == 1 and rec["training"]["seller_tokens"] == sum(batch.trajectories[0].env_mask)
+
+
+def test_training_env_applies_terms_attached_to_an_accept(tok, tags):
+    def accept_with_terms(call, i):
+        return "Deal.\n" + json.dumps({"action": "ACCEPT", "terms": [{"name": "salary", "value": 200}]})
+
+    gen = TextGenerator(tok, tags, accept_with_terms)
+    batch = engine(tok, tags, gen, limits=RolloutLimits(256, 16384, 8192, 13)).play([ITEMS[0]])
+    t = batch.trajectories[0]
+    assert t.status == "deal" and t.episode.outcome.accept_with_terms
+    assert t.episode.outcome.final_ledger["salary"] == 200 and t.seller_turns == 1
+    assert t.completion_ids[-1] == tags.stop_ids[0] and t.env_mask[-1] == 1  # ends on the sampled stop token
+
+
+def test_budget_hit_appends_the_end_of_turn_as_environment_token(tok, tags):
+    gen = TextGenerator(tok, tags, counter_text, stop=False)
+    batch = engine(tok, tags, gen, limits=RolloutLimits(8, 16384, 8192, 13)).play([ITEMS[0]])
+    assert batch.trajectories[0].episode.turns[0].action is None  # cut mid-text: a bad parse
+    t = batch.trajectories[0]
+    check_alignment(t, tags)
+    assert t.env_mask[-1] == 0 and t.completion_ids[-1] == tags.assistant_close.ids[0]
+    first_seller = t.segments[0]
+    assert first_seller[0] == "seller" and len(first_seller[1]) == 8
+    assert t.segments[1][1][: len(tags.assistant_close.ids)] == list(tags.assistant_close.ids)  # full close
+
+
+def test_driver_limits_cut_the_episode_with_the_floor(tok, tags):
+    stubborn = {n: StubbornBuyer() for n in CFG.buyer_mixture}
+    gen = TextGenerator(tok, tags, counter_text)
+    t = (
+        engine(tok, tags, gen, buyers=stubborn, limits=RolloutLimits(256, 16384, 8192, max_seller_turns=1))
+        .play([ITEMS[0]])
+        .trajectories[0]
+    )
+    assert t.status == "truncated" and t.seller_turns == 1 and t.reward == pytest.approx(-0.3)
+    check_alignment(t, tags)
+    assert t.record(arm="a", seller="p", buyer="b")["status"] == "truncated"
+    cap = len(encode_chat(tok, render_messages(_first_view(), "training"))) + 150
+    t = (
+        engine(
+            tok,
+            tags,
+            TextGenerator(tok, tags, counter_text),
+            buyers=stubborn,
+            limits=RolloutLimits(100, cap, 8192, 13),
+        )
+        .play([ITEMS[0]])
+        .trajectories[0]
+    )
+    assert t.status == "truncated" and t.reward == pytest.approx(-0.3)
+    assert len(t.prompt_ids) + len(t.completion_ids) <= cap
+    check_alignment(t, tags)
+    # without limits the same episode runs to the round cap: a no-deal
+    t = (
+        engine(tok, tags, TextGenerator(tok, tags, counter_text), buyers=stubborn)
+        .play([ITEMS[0]])
+        .trajectories[0]
+    )
+    assert (
+        t.status == "no_deal" and t.seller_turns == 3 and t.reward == pytest.approx(t.episode.outcome.reward)
+    )
+
+
+def _first_view():
+    from negolib.env import Episode
+
+    return Episode(ITEMS[0].scenario, env_config(CFG)).view("seller")
+
+
+def test_prompt_cap_keeps_the_end(tok, tags):
+    gen = TextGenerator(tok, tags, counter_text)
+    t = engine(tok, tags, gen, limits=RolloutLimits(256, 16384, 100, 13)).play([ITEMS[0]]).trajectories[0]
+    full = encode_chat(tok, render_messages(_first_view(), "training"))
+    assert t.prompt_truncated and t.prompt_ids == full[-100:]
+
+
+def test_evaluation_scaffold_and_buyer_opens(tok, tags):
+    gen = TextGenerator(tok, tags, counter_text)
+    t = engine(tok, tags, gen, scaffold="evaluation").play([ITEMS[1]]).trajectories[0]
+    check_alignment(t, tags)
+    assert t.seller_turns >= 1
+    env = env_config(TrainConfig(max_rounds=3, first_mover="buyer"))
+    t = engine(tok, tags, TextGenerator(tok, tags, counter_text), env=env).play([ITEMS[1]]).trajectories[0]
+    check_alignment(t, tags)
+    assert t.episode.turns[0].role == "buyer"
+    assert t.env_mask[0] == 1  # the buyer's opening is in the prompt; the completion starts with the seller
+    assert t.episode.turns[0].prose in tok.decode(t.prompt_ids)
+
+
+def test_real_model_generation_is_kept_as_sampled(tok, tags):
+    from negolib.agents.hf_agent import HFAgent
+    from negolib.sampling import SamplingConfig
+
+    model, tok2 = tiny_causal_lm(seed=1)
+    agent = HFAgent(model, tok2, SamplingConfig(max_new_tokens=6, seed=3), scaffold="training")
+    inner = HFAgentGenerator(agent)
+    seen = []
+
+    class Spy:
+        def generate(self, contexts, budgets):
+            out = inner.generate(contexts, budgets)
+            seen.extend(g.ids for g in out)
+            return out
+
+    eng = RolloutEngine(
+        Spy(), tok2, derive_turn_tags(tok2), BUYERS, env_config(CFG), RolloutLimits(6, 4096, 200, 13)
+    )
+    batch = eng.play([ITEMS[0], ITEMS[0]])
+    for t in batch.trajectories:
+        check_alignment(t, tags)
+        seller = [ids for k, ids in t.segments if k == "seller"]
+        assert all(s in seen for s in seller)  # sampled ids, not re-tokenized text
+        assert all(lp < 0 for lp, m in zip(t.logprobs, t.env_mask) if m == 1)
