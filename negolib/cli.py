@@ -99,10 +99,22 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from negolib.training.cli import train_from_params
+    from negolib.agents.factory import ModelCache, train_run
+    from negolib.params import load_params
 
-    train_from_params(args.params, output_dir=args.output_dir, resume=not args.no_resume,
-                      progress=not args.no_progress)
+    params = load_params(args.params)
+    if args.output_dir:
+        params = params.with_output_dir(args.output_dir)
+    runs = [r for r in params.training.runs if not args.runs or r in _csv(args.runs)]
+    if not runs:
+        print(f"error: no training runs selected in {args.params}", file=sys.stderr)
+        return 2
+    cache = ModelCache()
+    for run in runs:  # in file order: a continuation (run@step) follows its parent
+        for seed in params.training.runs[run].seeds:
+            result = train_run(params, run, seed, progress=not args.no_progress, resume=not args.no_resume,
+                               cache=cache)
+            print(f"{run} (seed {seed}): {result}")
     return 0
 
 
@@ -139,8 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_book)
 
-    p = sub.add_parser("train", help="GRPO training run from a params profile")
+    p = sub.add_parser("train", help="GRPO training runs of a params profile (resumable)")
     p.add_argument("--params", required=True)
+    p.add_argument("--runs", default="", help="comma-separated run names (default: every run of the profile)")
     p.add_argument("--output-dir", default=None)
     p.add_argument("--no-resume", action="store_true")
     p.add_argument("--no-progress", action="store_true")

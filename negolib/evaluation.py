@@ -1,0 +1,901 @@
+"""The evaluation protocol as data [paper §4, App. K; SPEC 7].
+
+* :class:`Protocol` holds everything fixed before any arm runs: the arms (a seller, its sampling
+  and scaffold), the seed block, domains and held-out domain, the buyers, the metrics, the
+  prespecified primary family, the bootstrap settings and the environment's evaluation config
+  (terms attached to an accept ignored, 12 rounds). It round-trips through a YAML file validated
+  on load: an unknown key or a wrong type is a :class:`~negolib.errors.ValidationError` naming the
+  file, the field and the allowed keys or values.
+* :func:`freeze` writes the protocol and returns its SHA-256 over a canonical serialization
+  (sorted-key compact JSON of :func:`protocol_to_dict`); :func:`protocol_hash` computes it
+  without writing. A frozen file is never silently replaced, and a file edited after freezing
+  fails to load.
+* Every record played under a protocol carries its hash (``protocol_hash``): :func:`evaluate_arms`
+  stamps records as they are written, :func:`stamp` stamps records or tables, and
+  :func:`check_protocol_hashes` refuses to mix records of different protocols unless a
+  deviation naming the arm is logged.
+* :class:`DeviationLog` is the append-only JSONL log of departures the book prints [App. K];
+  :class:`PilotLog` records every pilot-gate cell. :func:`pilot_gate` plays a few episodes per
+  arm x buyer cell and requires zero bad parses per cell; a failed cell is reported and logged,
+  it does not abort by itself (the paper ran one regardless and logged it).
+* :func:`arm_metrics_table` is the per-arm table of SPEC 7 with seed-cluster intervals, computed
+  on one shared set of resamples (:mod:`negolib.stats`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from negolib.agents.base import Agent
+from negolib.env import EnvConfig
+from negolib.errors import NegolibError, ValidationError
+from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
+from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
+from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
+from negolib.stats import ClusterResampler, RatioStat, cluster_sums, resample_stats, summarize
+from negolib.transcripts import TranscriptStore, episodes_frame
+
+HASH_FIELD = "protocol_hash"
+BACKENDS: tuple[str, ...] = ("scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening",
+                             "custom")
+SCAFFOLDS: tuple[str, ...] = ("evaluation", "training")
+FIRST_MOVERS: tuple[str, ...] = ("seller", "buyer")
+SAMPLING_TYPES: dict[str, type] = {"temperature": float, "top_p": float, "top_k": int,
+                                   "max_new_tokens": int, "thinking": bool}
+SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "secret", "password", "authorization"})
+# "Three orders of magnitude above every training seed" [App. K].
+MIN_EVAL_SEED = 1000 * (TRAIN_SEED_BLOCK.stop - 1)
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_HASH_LINE = re.compile(r"^#\s*sha256:\s*([0-9a-f]{64})\s*$", re.MULTILINE)
+
+
+class ProtocolError(NegolibError):
+    """Records or runs that would break the frozen protocol (mixed hashes, unlogged arms)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeedBlock:
+    """``n`` consecutive evaluation seeds from ``start`` (shared by every domain)."""
+
+    start: int = EVAL_SEED_START
+    n: int = EVAL_SEEDS_PER_DOMAIN
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.start, self.start + self.n))
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """One seller arm: its agent spec (``backend`` plus backend keys), sampling as sent, scaffold.
+
+    ``n_seeds``/``domains`` declare the subset of the scenario set a costly arm plays (the first
+    ``n_seeds`` seeds of the block on ``domains``); None plays all of it. ``first_mover='buyer'``
+    is the beyond-paper buyer-opens arm. Pairing is by scenario key, so a subset arm pairs with
+    every other arm on the scenarios it played.
+    """
+
+    name: str
+    seller: Mapping[str, Any]
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    scaffold: str = "evaluation"
+    notes: str = ""
+    n_seeds: int | None = None
+    domains: tuple[str, ...] | None = None
+    first_mover: str = "seller"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The frozen evaluation protocol (see module docstring). Validated on construction.
+
+    ``buyers`` maps each buyer name to its agent spec; ``primary`` lists the prespecified family
+    as ``(arm_a, arm_b)`` pairs (S of arm_a minus S of arm_b, Holm-corrected). ``source`` names the
+    file the protocol came from, for error messages only (not serialized, not hashed).
+    """
+
+    name: str
+    arms: tuple[ArmSpec, ...]
+    buyers: Mapping[str, Mapping[str, Any]]
+    domains: tuple[str, ...]
+    held_out_domain: str | None = None
+    seeds: SeedBlock = field(default_factory=SeedBlock)
+    metrics: tuple[str, ...] = ARM_TABLE_METRICS
+    primary: tuple[tuple[str, str], ...] = ()
+    alpha: float = 0.05
+    n_resamples: int = 10_000
+    bootstrap_seed: int = 0
+    accept_applies_terms: bool = False
+    max_rounds: int = 12
+    description: str = ""
+    source: str = field(default="<Protocol>", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [a.name for a in self.arms]
+
+    def arm(self, name: str) -> ArmSpec:
+        """The arm called ``name``."""
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise KeyError(f"{self.source}: no arm {name!r}; arms: {self.arm_names}")
+
+    def env_config(self, arm: ArmSpec | None = None) -> EnvConfig:
+        """The evaluation environment of ``arm`` (terms attached to an accept ignored by default)."""
+        first = arm.first_mover if arm is not None else "seller"
+        return EnvConfig(max_rounds=self.max_rounds, first_mover=first,  # type: ignore[arg-type]
+                         accept_applies_terms=self.accept_applies_terms)
+
+
+def _fail(source: str, where: str, problem: str) -> None:
+    raise ValidationError(source, where, problem)
+
+
+def _check_jsonable(value: Any, source: str, where: str) -> None:
+    """Agent specs must be plain JSON data (for the canonical hash) and hold no secrets."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                _fail(source, where, f"keys must be strings, got {k!r}")
+            if k.lower() in SECRET_KEYS:
+                _fail(source, f"{where}.{k}", "secrets never go in a protocol; name the environment "
+                      "variable that holds them (api_key_env)")
+            _check_jsonable(v, source, f"{where}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_jsonable(v, source, f"{where}[{i}]")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            _fail(source, where, f"must be finite, got {value!r}")
+    elif value is not None and not isinstance(value, (str, int, bool)):
+        _fail(source, where, "must be a string, number, boolean, list or mapping, got "
+              f"{type(value).__name__}")
+
+
+def _check_agent(spec: Any, source: str, where: str) -> None:
+    if not isinstance(spec, Mapping):
+        _fail(source, where, f"must be a mapping with a 'backend' key, got {spec!r}")
+    if spec.get("backend") not in BACKENDS:
+        _fail(source, f"{where}.backend", f"must be one of {list(BACKENDS)}, got {spec.get('backend')!r}")
+    _check_jsonable(spec, source, where)
+
+
+def _check_name(name: Any, source: str, where: str) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        _fail(source, where, f"names use letters, digits, '_', '.', '-', got {name!r}")
+
+
+def _check_sampling(sampling: Any, source: str, where: str) -> None:
+    if not isinstance(sampling, Mapping):
+        _fail(source, where, f"must be a mapping, got {sampling!r}")
+    unknown = sorted(set(sampling) - set(SAMPLING_TYPES))
+    if unknown:
+        _fail(source, where, f"unknown keys {unknown}; allowed: {sorted(SAMPLING_TYPES)}")
+    for k, v in sampling.items():
+        if not _is_type(v, SAMPLING_TYPES[k]):
+            _fail(source, f"{where}.{k}", f"must be {SAMPLING_TYPES[k].__name__}, got {v!r}")
+
+
+def _validate_arm(arm: ArmSpec, p: Protocol, i: int) -> None:
+    src, where = p.source, f"arms[{i}]"
+    _check_name(arm.name, src, f"{where}.name")
+    where = f"arms[{i}] ({arm.name})"
+    _check_agent(arm.seller, src, f"{where}.seller")
+    _check_sampling(arm.sampling, src, f"{where}.sampling")
+    if arm.scaffold not in SCAFFOLDS:
+        _fail(src, f"{where}.scaffold", f"must be one of {list(SCAFFOLDS)}, got {arm.scaffold!r}")
+    if arm.first_mover not in FIRST_MOVERS:
+        _fail(src, f"{where}.first_mover", f"must be one of {list(FIRST_MOVERS)}, got {arm.first_mover!r}")
+    if arm.n_seeds is not None and not 1 <= arm.n_seeds <= p.seeds.n:
+        _fail(src, f"{where}.n_seeds", f"must be in 1..{p.seeds.n} (seeds.n), got {arm.n_seeds}")
+    if arm.domains is not None:
+        bad = sorted(set(arm.domains) - set(p.domains))
+        if bad or not arm.domains:
+            _fail(src, f"{where}.domains", f"must be a non-empty subset of the protocol's domains "
+                  f"{list(p.domains)}, got {list(arm.domains)}")
+
+
+def _validate(p: Protocol) -> None:
+    """Semantic checks of a protocol; errors name ``p.source``, the field and the allowed values."""
+    from negolib.domains import load_domains
+
+    src = p.source
+    _check_name(p.name, src, "name")
+    known = set(load_domains())
+    bad = sorted(set(p.domains) - known)
+    if bad or not p.domains or len(set(p.domains)) != len(p.domains):
+        _fail(src, "domains", f"must be distinct known domains; unknown {bad}; allowed: {sorted(known)}")
+    if p.held_out_domain is not None and p.held_out_domain not in p.domains:
+        _fail(src, "held_out_domain", f"must be one of domains {list(p.domains)}, got {p.held_out_domain!r}")
+    if not MIN_EVAL_SEED <= p.seeds.start:
+        _fail(src, "seeds.start", f"evaluation seeds must lie three orders of magnitude above every "
+              f"training seed: >= {MIN_EVAL_SEED}, got {p.seeds.start}")
+    if not 1 <= p.seeds.n <= 1000:
+        _fail(src, "seeds.n", f"must be in 1..1000, got {p.seeds.n}")
+    if not p.buyers:
+        _fail(src, "buyers", "needs at least one buyer")
+    for name, spec in p.buyers.items():
+        _check_name(name, src, f"buyers.{name}")
+        _check_agent(spec, src, f"buyers.{name}")
+    if not p.arms:
+        _fail(src, "arms", "needs at least one arm")
+    for i, arm in enumerate(p.arms):
+        _validate_arm(arm, p, i)
+    names = p.arm_names
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        _fail(src, "arms", f"duplicate arm names {dupes}")
+    clash = sorted(set(names) & set(p.buyers))
+    if clash:
+        _fail(src, "buyers", f"names {clash} are also arm names; names must be unique")
+    allowed_metrics = sorted(METRICS) + ["buyer_split"]
+    for i, m in enumerate(p.metrics):
+        if m not in allowed_metrics:
+            _fail(src, f"metrics[{i}]", f"unknown metric {m!r}; allowed: {allowed_metrics}")
+    for i, pair in enumerate(p.primary):
+        if len(pair) != 2 or pair[0] == pair[1] or any(a not in names for a in pair):
+            _fail(src, f"primary[{i}]", f"must be [arm_a, arm_b], two different arms of {names}, "
+                  f"got {list(pair)}")
+    if not 0 < p.alpha < 1:
+        _fail(src, "alpha", f"must be in (0, 1), got {p.alpha}")
+    if p.n_resamples < 1:
+        _fail(src, "n_resamples", f"must be >= 1, got {p.n_resamples}")
+    if p.bootstrap_seed < 0:
+        _fail(src, "bootstrap_seed", f"must be >= 0, got {p.bootstrap_seed}")
+    if p.max_rounds < 1:
+        _fail(src, "max_rounds", f"must be >= 1, got {p.max_rounds}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Serialization, hashing, freezing
+# ---------------------------------------------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    """Tuples to lists and mappings to dicts, recursively (JSON/YAML-ready)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _arm_dict(arm: ArmSpec) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": arm.name, "seller": _plain(arm.seller), "sampling": _plain(arm.sampling),
+                         "scaffold": arm.scaffold, "notes": arm.notes}
+    if arm.n_seeds is not None:
+        d["n_seeds"] = arm.n_seeds
+    if arm.domains is not None:
+        d["domains"] = list(arm.domains)
+    if arm.first_mover != "seller":
+        d["first_mover"] = arm.first_mover
+    return d
+
+
+def protocol_to_dict(p: Protocol) -> dict[str, Any]:
+    """The plain mapping written to the protocol file (and hashed)."""
+    return {
+        "name": p.name, "description": p.description,
+        "seeds": {"start": p.seeds.start, "n": p.seeds.n},
+        "domains": list(p.domains), "held_out_domain": p.held_out_domain,
+        "buyers": _plain(p.buyers), "arms": [_arm_dict(a) for a in p.arms],
+        "metrics": list(p.metrics), "primary": [list(x) for x in p.primary],
+        "alpha": float(p.alpha), "n_resamples": p.n_resamples, "bootstrap_seed": p.bootstrap_seed,
+        "accept_applies_terms": p.accept_applies_terms, "max_rounds": p.max_rounds,
+    }
+
+
+def canonical_json(p: Protocol) -> str:
+    """Sorted-key compact JSON of :func:`protocol_to_dict`: the bytes the hash is taken over."""
+    return json.dumps(protocol_to_dict(p), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def protocol_hash(p: Protocol) -> str:
+    """SHA-256 (64 hex digits) of the protocol's canonical serialization."""
+    return hashlib.sha256(canonical_json(p).encode("utf-8")).hexdigest()
+
+
+def _is_type(value: Any, tp: type) -> bool:
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _get(data: Mapping[str, Any], key: str, tp: type | tuple[type, ...], source: str, where: str,
+         default: Any = ..., nullable: bool = False) -> Any:
+    """``data[key]`` checked against ``tp`` (required when ``default`` is omitted)."""
+    if key not in data:
+        if default is ...:
+            _fail(source, where, "is required")
+        return default
+    value = data[key]
+    if value is None and nullable:
+        return None
+    types_ = tp if isinstance(tp, tuple) else (tp,)
+    if not any(_is_type(value, t) for t in types_):
+        names = " or ".join(t.__name__ for t in types_) + (" or null" if nullable else "")
+        _fail(source, where, f"must be {names}, got {value!r}")
+    return float(value) if types_ == (float,) else value
+
+
+def _check_keys(data: Any, allowed: Iterable[str], source: str, where: str) -> None:
+    if not isinstance(data, Mapping):
+        _fail(source, where, f"must be a mapping, got {data!r}")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        _fail(source, where, f"unknown keys {unknown}; allowed: {sorted(allowed)}")
+
+
+def _str_list(data: Mapping[str, Any], key: str, source: str, where: str, default: Any = ...) -> Any:
+    """``data[key]`` as a tuple of strings; ``default`` when absent or null (required without one)."""
+    if default is not ... and data.get(key) is None:
+        return default
+    value = _get(data, key, list, source, where)
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            _fail(source, f"{where}[{i}]", f"must be a string, got {v!r}")
+    return tuple(value)
+
+
+_ARM_KEYS = ("name", "seller", "sampling", "scaffold", "notes", "n_seeds", "domains", "first_mover")
+_TOP_KEYS = ("name", "description", "seeds", "domains", "held_out_domain", "buyers", "arms", "metrics",
+             "primary", "alpha", "n_resamples", "bootstrap_seed", "accept_applies_terms", "max_rounds")
+
+
+def _arm_from_dict(raw: Any, source: str, i: int) -> ArmSpec:
+    where = f"arms[{i}]"
+    _check_keys(raw, _ARM_KEYS, source, where)
+    sampling = dict(_get(raw, "sampling", dict, source, f"{where}.sampling", {}))
+    _check_sampling(sampling, source, f"{where}.sampling")
+    sampling = {k: float(v) if SAMPLING_TYPES[k] is float else v for k, v in sampling.items()}
+    return ArmSpec(
+        name=_get(raw, "name", str, source, f"{where}.name"),
+        seller=_get(raw, "seller", dict, source, f"{where}.seller"),
+        sampling=sampling,
+        scaffold=_get(raw, "scaffold", str, source, f"{where}.scaffold", "evaluation"),
+        notes=_get(raw, "notes", str, source, f"{where}.notes", ""),
+        n_seeds=_get(raw, "n_seeds", int, source, f"{where}.n_seeds", None, nullable=True),
+        domains=_str_list(raw, "domains", source, f"{where}.domains", None),
+        first_mover=_get(raw, "first_mover", str, source, f"{where}.first_mover", "seller"),
+    )
+
+
+def protocol_from_dict(data: Any, source: str = "<dict>") -> Protocol:
+    """Validate a protocol mapping (as loaded from YAML) and build a :class:`Protocol`."""
+    _check_keys(data, _TOP_KEYS, source, "<top>")
+    seeds_raw = _get(data, "seeds", dict, source, "seeds", {})
+    _check_keys(seeds_raw, ("start", "n"), source, "seeds")
+    seeds = SeedBlock(_get(seeds_raw, "start", int, source, "seeds.start", EVAL_SEED_START),
+                      _get(seeds_raw, "n", int, source, "seeds.n", EVAL_SEEDS_PER_DOMAIN))
+    arms_raw = _get(data, "arms", list, source, "arms")
+    buyers = _get(data, "buyers", dict, source, "buyers")
+    primary = []
+    for i, pair in enumerate(_get(data, "primary", list, source, "primary", [])):
+        if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(a, str) for a in pair):
+            _fail(source, f"primary[{i}]", f"must be a list [arm_a, arm_b] of two arm names, got {pair!r}")
+        primary.append((pair[0], pair[1]))
+    return Protocol(
+        name=_get(data, "name", str, source, "name"),
+        description=_get(data, "description", str, source, "description", ""),
+        arms=tuple(_arm_from_dict(a, source, i) for i, a in enumerate(arms_raw)),
+        buyers={str(k): v for k, v in buyers.items()},
+        domains=_str_list(data, "domains", source, "domains"),
+        held_out_domain=_get(data, "held_out_domain", str, source, "held_out_domain", None, nullable=True),
+        seeds=seeds,
+        metrics=_str_list(data, "metrics", source, "metrics", ARM_TABLE_METRICS),
+        primary=tuple(primary),
+        alpha=_get(data, "alpha", float, source, "alpha", 0.05),
+        n_resamples=_get(data, "n_resamples", int, source, "n_resamples", 10_000),
+        bootstrap_seed=_get(data, "bootstrap_seed", int, source, "bootstrap_seed", 0),
+        accept_applies_terms=_get(data, "accept_applies_terms", bool, source, "accept_applies_terms", False),
+        max_rounds=_get(data, "max_rounds", int, source, "max_rounds", 12),
+        source=source,
+    )
+
+
+def load_protocol(path: str | Path) -> Protocol:
+    """Load and validate a protocol file. A file whose ``# sha256:`` header does not match its
+    content (edited after freezing) is rejected."""
+    path = Path(path)
+    if not path.exists():
+        raise ValidationError(str(path), "<file>", "does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
+    p = protocol_from_dict(data, str(path))
+    m = _HASH_LINE.search(text)
+    if m and m.group(1) != protocol_hash(p):
+        raise ValidationError(str(path), "sha256", f"the file was edited after freezing: header says "
+                              f"{m.group(1)[:12]}, content hashes to {protocol_hash(p)[:12]}; log the "
+                              "departure in the deviation log instead")
+    return p
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def freeze(protocol: Protocol, path: str | Path, overwrite: bool = False, date: str | None = None) -> str:
+    """Write ``protocol`` to ``path`` (YAML with a ``# sha256:`` header) and return its hash.
+
+    Freezing the same content again is a no-op; a different protocol already frozen at ``path``
+    raises :class:`ProtocolError` unless ``overwrite`` (departures belong in the deviation log).
+    """
+    path = Path(path)
+    h = protocol_hash(protocol)
+    if path.exists():
+        try:
+            old = protocol_hash(load_protocol(path))
+        except ValidationError:
+            if not overwrite:
+                raise
+            old = ""
+        if old == h:
+            return h
+        if not overwrite:
+            raise ProtocolError(f"{path}: a different protocol is already frozen here ({old[:12]}; this "
+                                f"one hashes to {h[:12]}); log the departure with DeviationLog.log_deviation "
+                                "or freeze to a new file")
+    header = (f"# negobook evaluation protocol: frozen, do not edit (log departures in the deviation log)\n"
+              f"# sha256: {h}\n# frozen_at: {date or _now()}\n")
+    body = yaml.safe_dump(protocol_to_dict(protocol), sort_keys=False, allow_unicode=True,
+                          default_flow_style=False, width=100)
+    _atomic_write(path, header + body)
+    return h
+
+
+def short_hash(h: str) -> str:
+    """The first 12 hex digits, for display."""
+    return h[:12]
+
+
+def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: str | None = None) -> Protocol:
+    """A protocol from a validated params profile (:mod:`negolib.params`).
+
+    Arms default to ``params.eval_arms()``; language-model arms get the profile's declared subset
+    (``evaluation.lm_seeds_per_domain`` / ``lm_domains``); the held-out domain is the one flagged
+    ``held_out`` among the evaluated domains.
+    """
+    from negolib.domains import load_domains
+    from negolib.params import spec_dict, to_dict
+
+    ev, st = params.evaluation, params.statistics
+    doms = load_domains()
+    domains = tuple(ev.domains) if ev.domains else tuple(doms)
+    held = [d for d in domains if doms[d].held_out]
+    out_arms = []
+    for a in arms if arms is not None else params.eval_arms():
+        spec = params.arms[a]
+        seller = {k: v for k, v in spec_dict(spec).items() if k not in ("sampling", "scaffold", "notes")}
+        lm = params.is_lm(a)
+        sampling = to_dict(spec.sampling) if lm and "sampling" in spec_dict(spec) else {}
+        n_seeds = ev.lm_seeds_per_domain if lm else None
+        lm_domains = tuple(ev.lm_domains) if lm and ev.lm_domains else None
+        out_arms.append(ArmSpec(a, seller, sampling, getattr(spec, "scaffold", "evaluation"), spec.notes,
+                                n_seeds, lm_domains, getattr(ev, "first_mover", "seller")))
+    buyers = {b: spec_dict(params.buyers[b]) for b in ev.buyers}
+    primary = tuple((x[0], x[1]) for x in st.primary if arms is None or (x[0] in arms and x[1] in arms))
+    return Protocol(name or params.profile, tuple(out_arms), buyers, domains, held[0] if held else None,
+                    SeedBlock(EVAL_SEED_START, ev.seeds_per_domain), ARM_TABLE_METRICS, primary, st.alpha,
+                    st.n_resamples, st.seed, False, ev.max_rounds, params.description,
+                    source=str(params.source))
+
+
+# ---------------------------------------------------------------------------------------------
+# Append-only logs: deviations and pilot cells
+# ---------------------------------------------------------------------------------------------
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class _JsonlLog:
+    """An append-only JSONL file: one locked ``write`` + ``fsync`` per entry; a partial last line
+    (a crash mid-write) is ignored by readers."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _append(self, obj: Mapping[str, Any]) -> None:
+        line = (json.dumps(_plain(obj), allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.lseek(fd, 0, os.SEEK_END)
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                os.write(fd, b"\n")  # never glue a new entry onto a partial line
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines(keepends=True):
+            if not line.endswith("\n") or not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a partial line left by a crash
+        return out
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One logged departure from the frozen protocol [App. K]. ``arms`` empty: protocol-wide."""
+
+    date: str
+    arms: tuple[str, ...]
+    description: str
+    material: bool
+    protocol_hash: str | None = None
+
+
+class DeviationLog(_JsonlLog):
+    """Append-only log of departures from the frozen protocol, printed by the book."""
+
+    @classmethod
+    def for_protocol(cls, protocol_path: str | Path) -> DeviationLog:
+        """The log next to a protocol file: ``<stem>.deviations.jsonl``."""
+        p = Path(protocol_path)
+        return cls(p.with_name(f"{p.stem}.deviations.jsonl"))
+
+    def log_deviation(self, arms: Sequence[str], description: str, material: bool,
+                      date: str | None = None, protocol_hash: str | None = None) -> Deviation:
+        """Append one departure; ``arms`` are the arms it applies to (empty: all)."""
+        if isinstance(arms, str) or not all(isinstance(a, str) for a in arms):
+            raise ValidationError(str(self.path), "arms", f"must be a list of arm names, got {arms!r}")
+        if not isinstance(description, str) or not description.strip():
+            raise ValidationError(str(self.path), "description", "must be a non-empty string")
+        if not isinstance(material, bool):
+            raise ValidationError(str(self.path), "material", f"must be true or false, got {material!r}")
+        dev = Deviation(date or _now(), tuple(arms), description.strip(), material, protocol_hash)
+        self._append(dev.__dict__)
+        return dev
+
+    def entries(self) -> list[Deviation]:
+        return [Deviation(d["date"], tuple(d["arms"]), d["description"], bool(d["material"]),
+                          d.get("protocol_hash")) for d in self._read()]
+
+    def covers(self, arm: str) -> bool:
+        """True when a logged deviation names ``arm``."""
+        return any(arm in d.arms for d in self.entries())
+
+    def deviations_frame(self) -> pd.DataFrame:
+        """One row per deviation, in log order: date, arms, description, material, protocol hash."""
+        cols = ["date", "arms", "description", "material", "protocol_hash"]
+        rows = [{"date": d.date, "arms": ", ".join(d.arms) or "(all)", "description": d.description,
+                 "material": d.material, "protocol_hash": short_hash(d.protocol_hash or "")}
+                for d in self.entries()]
+        return pd.DataFrame(rows, columns=cols)
+
+
+class PilotLog(_JsonlLog):
+    """Append-only log of pilot-gate cells (one entry per arm x buyer cell per pilot)."""
+
+    def log_cell(self, cell: Mapping[str, Any]) -> None:
+        self._append(cell)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self._read())
+
+
+# ---------------------------------------------------------------------------------------------
+# Hash stamping and the no-mixing check
+# ---------------------------------------------------------------------------------------------
+
+def stamp(obj: Any, hash_: str) -> Any:
+    """Stamp the protocol hash: on each record dict (in place; the list is returned) or on a
+    DataFrame (a copy with a ``protocol_hash`` column and ``attrs['protocol_hash']``)."""
+    if isinstance(obj, pd.DataFrame):
+        out = obj.copy()
+        out[HASH_FIELD] = hash_
+        out.attrs[HASH_FIELD] = hash_
+        return out
+    records = list(obj) if not isinstance(obj, list) else obj
+    for rec in records:
+        rec[HASH_FIELD] = hash_
+    return records
+
+
+def check_protocol_hashes(records: Iterable[Mapping[str, Any]], expected: str,
+                          deviations: DeviationLog | None = None) -> pd.DataFrame:
+    """Per (arm, hash) counts; raises :class:`ProtocolError` if any record of an arm carries a
+    different (or no) hash and no logged deviation names that arm."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for rec in records:
+        key = (str(rec["arm"]), rec.get(HASH_FIELD))
+        counts[key] = counts.get(key, 0) + 1
+    covered = {d for dev in (deviations.entries() if deviations else []) for d in dev.arms}
+    rows = [{"arm": a, HASH_FIELD: h, "n_records": n, "matches": h == expected,
+             "deviation_logged": a in covered} for (a, h), n in sorted(counts.items(), key=str)]
+    df = pd.DataFrame(rows, columns=["arm", HASH_FIELD, "n_records", "matches", "deviation_logged"])
+    bad = df[~df["matches"] & ~df["deviation_logged"]]
+    if len(bad):
+        what = "; ".join(f"{r.arm}: {r.n_records} record(s) with {short_hash(r.protocol_hash or 'no hash')}"
+                         for r in bad.itertuples())
+        raise ProtocolError(f"records of another protocol (expected {short_hash(expected)}): {what}; "
+                            "they are not mixed unless a deviation naming the arm is logged")
+    return df
+
+
+def evaluation_frame(records: Sequence[Mapping[str, Any]], expected: str,
+                     deviations: DeviationLog | None = None) -> pd.DataFrame:
+    """The episode table of checked records, with each record's ``protocol_hash`` column and
+    ``attrs['protocol_hash'] = expected``."""
+    check_protocol_hashes(records, expected, deviations)
+    df = episodes_frame(records)  # type: ignore[arg-type]
+    df[HASH_FIELD] = [r.get(HASH_FIELD) for r in records]
+    df.attrs[HASH_FIELD] = expected
+    return df
+
+
+class _StampingStore(TranscriptStore):
+    """A transcript store that stamps the protocol hash on every record it appends."""
+
+    def __init__(self, path: str | Path, hash_: str) -> None:
+        super().__init__(path)
+        self.hash = hash_
+
+    def append(self, records: Iterable[dict[str, Any]]) -> int:
+        return super().append(stamp(list(records), self.hash))
+
+
+# ---------------------------------------------------------------------------------------------
+# Specs, the pilot gate, the evaluation run
+# ---------------------------------------------------------------------------------------------
+
+def build_specs(protocol: Protocol, arms: Sequence[str] | None = None,
+                extra_arms: Sequence[ArmSpec] = ()) -> list[EpisodeSpec]:
+    """The paired episode list: every arm on the same (domain, seed) scenarios against every buyer,
+    in the evaluation configuration (an arm's declared subset, if any, restricts its scenarios)."""
+    chosen = [protocol.arm(a) for a in arms] if arms is not None else list(protocol.arms)
+    chosen += list(extra_arms)
+    seeds = protocol.seeds.seeds
+    buyers = list(protocol.buyers)
+    cache: dict[tuple, list] = {}
+    specs: list[EpisodeSpec] = []
+    for arm in chosen:
+        key = (arm.n_seeds, arm.domains)
+        if key not in cache:
+            cache[key] = scenario_set(seeds[:arm.n_seeds], arm.domains or protocol.domains)
+        specs += make_specs(arm.name, arm.name, buyers, cache[key], protocol.env_config(arm))
+    return specs
+
+
+def check_sampling(protocol: Protocol, agents: Mapping[str, Agent], arms: Sequence[str] | None = None,
+                   warn: bool = True, extra_arms: Sequence[ArmSpec] = ()) -> pd.DataFrame:
+    """Declared vs actual sampling per arm (from ``agent.settings()['sampling']`` where the agent
+    reports one); warns on every drift [App. A "Sampling"]."""
+    rows = []
+    names = arms if arms is not None else protocol.arm_names
+    for arm in [protocol.arm(a) for a in names] + list(extra_arms):
+        agent = agents.get(arm.name)
+        actual = (agent.settings().get("sampling") or {}) if agent is not None else {}
+        for k, declared in arm.sampling.items():
+            got = actual.get(k) if isinstance(actual, Mapping) else None
+            drift = got is not None and got != declared
+            rows.append({"arm": arm.name, "setting": k, "declared": declared, "actual": got, "drift": drift})
+            if drift and warn:
+                warnings.warn(f"arm {arm.name!r}: sampling {k} is {got!r}, the protocol declares "
+                              f"{declared!r}", stacklevel=2)
+    return pd.DataFrame(rows, columns=["arm", "setting", "declared", "actual", "drift"])
+
+
+@dataclass
+class PilotResult:
+    """Per-cell pilot outcome (``cells``: one row per arm x buyer) and the pilot's records."""
+
+    cells: pd.DataFrame
+    records: list[dict[str, Any]]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.cells["passed"].all()) if len(self.cells) else False
+
+    @property
+    def failed_cells(self) -> pd.DataFrame:
+        return self.cells[~self.cells["passed"]].reset_index(drop=True)
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.cells.copy()
+
+    def log_failures(self, deviations: DeviationLog, decision: str = "ran regardless",
+                     protocol_hash: str | None = None, material: bool = True,
+                     date: str | None = None) -> list[Deviation]:
+        """Log each failed cell as a deviation with the decision taken (e.g. 'ran regardless')."""
+        out = []
+        for c in self.failed_cells.itertuples():
+            desc = (f"pilot gate failed for {c.arm} x {c.buyer}: {c.bad_parses} bad parses in {c.n_turns} "
+                    f"turns and {c.errors} error rows over {c.n_episodes} episodes, where the gate requires "
+                    f"zero; {decision}")
+            out.append(deviations.log_deviation([c.arm], desc, material, date, protocol_hash))
+        return out
+
+
+def _pilot_specs(specs: Sequence[EpisodeSpec], n: int) -> list[EpisodeSpec]:
+    """The first ``n`` specs of every (arm, buyer) cell, spread across domains (seed-major)."""
+    cells: dict[tuple[str, str], list[EpisodeSpec]] = {}
+    for s in specs:
+        cells.setdefault((s.arm, s.buyer), []).append(s)
+    out = []
+    for cell in cells.values():
+        dom_order = {d: i for i, d in enumerate(dict.fromkeys(s.scenario.domain.name for s in cell))}
+        cell = sorted(cell, key=lambda s: (s.scenario.seed, dom_order[s.scenario.domain.name]))
+        out += cell[:n]
+    return out
+
+
+def _cell_row(arm: str, buyer: str, recs: list[dict[str, Any]], count: str) -> dict[str, Any]:
+    turns = [t for r in recs for t in r["turns"]]
+    seller = [t for t in turns if t["role"] == "seller"]
+    bad_all = sum(t["action"] is None for t in turns)
+    bad_seller = sum(t["action"] is None for t in seller)
+    errors = sum(r["status"] == "error" for r in recs)
+    bad = bad_all if count == "all" else bad_seller
+    return {"arm": arm, "buyer": buyer, "n_episodes": len(recs), "n_turns": len(turns),
+            "n_seller_turns": len(seller), "bad_parses": bad_all, "seller_bad_parses": bad_seller,
+            "errors": errors, "mean_turns": len(turns) / len(recs) if recs else float("nan"),
+            "deals": sum(r["status"] == "deal" for r in recs),
+            "passed": bool(recs) and bad == 0 and errors == 0}
+
+
+def pilot_gate(target: Protocol | Sequence[EpisodeSpec], agents: Mapping[str, Agent],
+               n_episodes_per_cell: int = 2, store: TranscriptStore | None = None,
+               log: PilotLog | str | Path | None = None, arms: Sequence[str] | None = None,
+               count: str = "all", progress: bool = False, date: str | None = None) -> PilotResult:
+    """Play ``n_episodes_per_cell`` episodes per arm x buyer cell and require zero bad parses.
+
+    ``target`` is a protocol (its paired specs, optionally only ``arms``) or a spec list. The
+    pilot's episodes spread over domains. A cell passes with zero bad parses (``count='all'``:
+    every turn of the cell; ``'seller'``: the seller's own) and zero error rows. Every cell is
+    appended to ``log``; a failed cell is reported, not raised: decide, then record the decision
+    with :meth:`PilotResult.log_failures`. ``store`` (a separate pilot file is advised) keeps the
+    transcripts.
+    """
+    if count not in ("all", "seller"):
+        raise ValueError(f"count must be 'all' or 'seller', got {count!r}")
+    if n_episodes_per_cell < 1:
+        raise ValueError(f"n_episodes_per_cell must be >= 1, got {n_episodes_per_cell}")
+    hash_ = protocol_hash(target) if isinstance(target, Protocol) else None
+    specs = build_specs(target, arms) if isinstance(target, Protocol) else list(target)
+    chosen = _pilot_specs(specs, n_episodes_per_cell)
+    run_store = _StampingStore(store.path, hash_) if store is not None and hash_ else store
+    res = run_episodes(chosen, agents, run_store, progress=progress)
+    by_cell: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in chosen:
+        by_cell.setdefault((s.arm, s.buyer), [])
+    for r in res.records:
+        by_cell[(r["arm"], r["buyer"])].append(r)
+    rows = [_cell_row(a, b, recs, count) for (a, b), recs in by_cell.items()]
+    cells = pd.DataFrame(rows)
+    if log is not None:
+        plog = log if isinstance(log, PilotLog) else PilotLog(log)
+        when = date or _now()
+        for row in rows:
+            plog.log_cell({"date": when, HASH_FIELD: hash_, "count": count, **row})
+    return PilotResult(cells, res.records)
+
+
+def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: TranscriptStore | str | Path,
+                  progress: bool = True, *, arms: Sequence[str] | None = None,
+                  extra_arms: Sequence[ArmSpec] = (), deviations: DeviationLog | None = None,
+                  max_batch: int | None = None, flush_every: int = 64) -> RolloutResult:
+    """Play every arm's paired specs into ``store`` (resumable), stamping the protocol hash.
+
+    Keys already complete in ``store`` are skipped, so a second call plays nothing new. Arms not
+    in the protocol (``extra_arms``) run only when a logged deviation names them [App. K], and
+    records of another protocol already in the store for these arms raise
+    :class:`ProtocolError` unless a deviation names the arm. Sampling drift warns at start.
+    """
+    h = protocol_hash(protocol)
+    for arm in extra_arms:
+        if arm.name in protocol.arm_names:
+            raise ProtocolError(f"extra arm {arm.name!r} is already in the protocol")
+        if deviations is None or not deviations.covers(arm.name):
+            raise ProtocolError(f"arm {arm.name!r} is not in the frozen protocol ({short_hash(h)}); log a "
+                                "deviation naming it before it runs")
+    path = store.path if isinstance(store, TranscriptStore) else Path(store)
+    stamped = _StampingStore(path, h)
+    names = set(arms if arms is not None else protocol.arm_names) | {a.name for a in extra_arms}
+    check_protocol_hashes([r for r in stamped.records() if r["arm"] in names], h, deviations)
+    check_sampling(protocol, agents, arms, extra_arms=extra_arms)
+    specs = build_specs(protocol, arms, extra_arms)
+    res = run_episodes(specs, agents, stamped, progress=progress, flush_every=flush_every,
+                       max_batch=max_batch)
+    stamp(res.records, h)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# The per-arm table of SPEC 7
+# ---------------------------------------------------------------------------------------------
+
+def _fmt_level(est: float, lo: float, hi: float, digits: int = 3) -> str:
+    f = f"{{:.{digits}f}}"
+    return f"{f.format(est)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
+                      metrics: Iterable[str | Metric] | None = None, alpha: float = 0.05,
+                      buyers: Sequence[str] | None = None, arms: Sequence[str] | None = None) -> pd.DataFrame:
+    """Tidy per-arm metrics with seed-cluster percentile intervals: one row per (arm, metric).
+
+    Default metrics are :data:`negolib.metrics.ARM_TABLE_METRICS` plus the buyer split when the
+    table has exactly two buyers (or ``buyers=(A, B)``: S vs A minus S vs B). All intervals share
+    ``resampler``'s resamples (one matrix product per batch). A ``protocol_hash`` in
+    ``df.attrs`` is carried as a column.
+    """
+    ms = [get_metric(m) for m in (metrics if metrics is not None else ARM_TABLE_METRICS)]
+    pair = tuple(buyers) if buyers is not None else infer_buyers(df)
+    if pair is not None and metrics is None:
+        ms.append(buyer_split(str(pair[0]), str(pair[1])))
+    arm_list = list(arms) if arms is not None else sorted(pd.unique(df["arm"]))
+    cells, stats = [], []
+    for arm in arm_list:
+        rows = df[df["arm"] == arm]
+        if rows.empty:
+            raise KeyError(f"arm {arm!r} has no episodes; arms: {sorted(pd.unique(df['arm']))}")
+        n_cl = int(pd.unique(rows["seed"]).size)
+        for m in ms:
+            num, den, signs = cluster_sums(rows, m, resampler)
+            stats.append(RatioStat(num, den, signs, signs.size))
+            cells.append((arm, m, len(rows), n_cl))
+    dists = resample_stats(resampler, stats)
+    out = []
+    for j, ((arm, m, n_ep, n_cl), stat) in enumerate(zip(cells, stats)):
+        s = summarize(dists[:, j], alpha)
+        est = stat.value()
+        out.append({"arm": arm, "metric": m.name, "label": m.label, "estimate": est, "ci_low": s.ci_low,
+                    "ci_high": s.ci_high, "se_low": s.se_low, "se_high": s.se_high, "n_episodes": n_ep,
+                    "n_clusters": n_cl, "n_resamples": resampler.n_resamples, "n_undefined": s.n_undefined,
+                    "ci": _fmt_level(est, s.ci_low, s.ci_high)})
+    table = pd.DataFrame(out)
+    if HASH_FIELD in df.attrs:
+        table[HASH_FIELD] = df.attrs[HASH_FIELD]
+        table.attrs[HASH_FIELD] = df.attrs[HASH_FIELD]
+    return table
+
+
+__all__ = ["ArmSpec", "SeedBlock", "Protocol", "ProtocolError", "Deviation", "DeviationLog", "PilotLog",
+           "PilotResult", "protocol_to_dict", "protocol_from_dict", "protocol_from_params", "canonical_json",
+           "protocol_hash", "short_hash", "load_protocol", "freeze", "stamp", "check_protocol_hashes",
+           "evaluation_frame", "build_specs", "check_sampling", "pilot_gate", "evaluate_arms",
+           "arm_metrics_table", "HASH_FIELD"]

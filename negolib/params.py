@@ -1,0 +1,641 @@
+"""Parameter profiles: typed, validated YAML files that drive the whole book.
+
+A profile (``params/smoke.yaml``, ``params/default.yaml``, ``params/paper.yaml``) names the arms
+(sellers), the buyers, the evaluation scenario set, the training runs, the statistics settings,
+the price table and the time budgets. :func:`load_params` validates it against the dataclasses
+below: an unknown key or a wrong type is a :class:`~negolib.errors.ValidationError` naming the
+file, the dotted field and the allowed keys or types. API keys never appear in a profile: API
+agents name the *environment variable* that holds the key (``api_key_env``).
+
+Relative paths in a profile (``output_dir``, ``paper_reported``) resolve against the project root,
+the nearest ancestor of the profile holding ``pyproject.toml`` (else the profile's folder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from negolib.errors import ValidationError
+
+Backend = Literal["scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening"]
+BACKENDS: tuple[str, ...] = get_args(Backend)
+Scaffold = Literal["evaluation", "training"]
+PaperSize = Literal["E2B", "E4B", "12B", "31B"]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_KEYS = {"api_key", "apikey", "key", "token", "secret", "password", "authorization"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataclasses of a profile
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings as sent (paper: temperature 1.0, top-p 0.95, top-k 64, thinking off)."""
+
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = 64
+    max_new_tokens: int = 768
+    thinking: bool = False
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One party: a seller arm or a buyer. Which keys are allowed depends on ``backend``.
+
+    * ``scripted``: ``strategy`` (see :data:`negolib.agents.scripted.STRATEGIES`), ``params``;
+    * ``hf`` / ``vllm``: ``model`` (registry name, hub id or path), optional ``path`` /
+      ``path_env`` (a local directory overriding the hub id), ``sampling``, ``scaffold``;
+    * ``trained``: ``run`` (a training run of the profile), ``step`` (checkpoint; none = last) and
+      ``train_seed`` (which of the run's seeds; default its first);
+    * ``openai`` / ``anthropic``: ``model``, ``base_url``, ``api_key_env`` (never the key);
+    * ``fixed_opening``: ``inner`` (an arm name) whose first turn is replaced by ``opening``.
+    """
+
+    backend: Backend
+    label: str = ""
+    paper_ref: str | None = None
+    steps: int | None = None
+    notes: str = ""
+    strategy: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    path: str | None = None
+    path_env: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    prompt_cap: int | None = None
+    chat_template: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    scaffold: Scaffold = "evaluation"
+    tensor_parallel: int | None = None
+    gpu_memory_utilization: float | None = None
+    run: str | None = None
+    step: int | None = None
+    train_seed: int | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: int | None = None
+    timeout_s: float | None = None
+    max_retries: int | None = None
+    inner: str | None = None
+    opening: str | None = None
+
+    @property
+    def is_lm(self) -> bool:
+        """True for language-model parties (they play the declared LM subset of scenarios)."""
+        return self.backend not in ("scripted", "fixed_opening")
+
+    @property
+    def display(self) -> str:
+        return self.label or (self.strategy or self.model or self.run or self.backend)
+
+
+_COMMON_KEYS = {"backend", "label", "paper_ref", "steps", "notes"}
+_LM_KEYS = {"model", "path", "path_env", "dtype", "device", "batch_size", "prompt_cap", "chat_template",
+            "sampling", "scaffold"}
+BACKEND_KEYS: dict[str, set[str]] = {
+    "scripted": {"strategy", "params"},
+    "hf": set(_LM_KEYS),
+    "vllm": _LM_KEYS | {"tensor_parallel", "gpu_memory_utilization"},
+    "trained": {"run", "step", "train_seed", "sampling", "scaffold", "dtype", "device", "batch_size",
+                "prompt_cap"},
+    "openai": {"model", "base_url", "api_key_env", "sampling", "scaffold", "max_concurrency", "timeout_s",
+               "max_retries"},
+    "anthropic": {"model", "base_url", "api_key_env", "sampling", "scaffold", "max_concurrency",
+                  "timeout_s", "max_retries"},
+    "fixed_opening": {"inner", "opening"},
+}
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "scripted": ("strategy",), "hf": ("model",), "vllm": ("model",), "trained": ("run",),
+    "openai": ("model", "api_key_env"), "anthropic": ("model", "api_key_env"),
+    "fixed_opening": ("inner", "opening"),
+}
+
+
+@dataclass(frozen=True)
+class EvaluationParams:
+    """The paired scenario set [paper §4]: seeds x domains x buyers, and the LM-arm subset."""
+
+    buyers: list[str]
+    seeds_per_domain: int = 64
+    domains: list[str] | None = None
+    lm_seeds_per_domain: int | None = None
+    lm_domains: list[str] | None = None
+    max_rounds: int = 12
+    first_mover: Literal["seller", "buyer"] = "seller"
+    pilot_episodes: int = 2
+    batch_size: int = 64
+    arms: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One GRPO run: the policy's initial weights, its buyer mixture, seeds and TrainConfig overrides.
+
+    ``init`` is an arm name (an ``hf`` arm) or ``run@step`` (a continuation from a checkpoint).
+    ``config`` is passed to ``negolib.training.TrainConfig`` as overrides (checked there).
+    """
+
+    init: str
+    buyers: dict[str, float]
+    seeds: list[int] = field(default_factory=lambda: [0])
+    scaffold: Scaffold = "training"
+    config: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class TrainingParams:
+    """Training runs by name (empty: the profile trains nothing)."""
+
+    runs: dict[str, TrainingRun] = field(default_factory=dict)
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class StatisticsParams:
+    """Bootstrap settings [SPEC 8] and the prespecified primary family (pairs ``[arm, base]``)."""
+
+    n_resamples: int = 10_000
+    seed: int = 0
+    alpha: float = 0.05
+    primary: list[list[str]] = field(default_factory=list)
+    refine: bool = True
+    refine_resamples: int = 100_000
+
+
+@dataclass(frozen=True)
+class SizeGroup:
+    """One model size of the study and the arms that play each role in the paper's tables."""
+
+    label: str
+    base: str
+    paper: PaperSize | None = None
+    shared: str | None = None
+    shared_early: str | None = None
+    lr3: str | None = None
+    lr10: str | None = None
+    extra: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DesignParams:
+    """How the profile's arms map onto the paper's table rows."""
+
+    sizes: list[SizeGroup] = field(default_factory=list)
+    frontier: list[str] = field(default_factory=list)
+    buyer_split: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BeyondParams:
+    """Beyond-the-paper analyses of notebook 09 (each optional)."""
+
+    buyer_opens: list[str] = field(default_factory=list)
+    fixed_openings: list[str] = field(default_factory=list)
+    efficiency: bool = True
+    extra_buyers: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per 1M tokens."""
+
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Wall-clock budgets in seconds: the whole book and, optionally, per notebook."""
+
+    total_s: float = 3600.0
+    notebooks: dict[str, float] = field(default_factory=dict)
+    cell_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Params:
+    """A validated profile. ``source`` is the file it came from; ``root`` the project root."""
+
+    profile: str
+    evaluation: EvaluationParams
+    arms: dict[str, AgentSpec]
+    buyers: dict[str, AgentSpec]
+    description: str = ""
+    output_dir: str = ""
+    training: TrainingParams = field(default_factory=TrainingParams)
+    statistics: StatisticsParams = field(default_factory=StatisticsParams)
+    design: DesignParams = field(default_factory=DesignParams)
+    beyond: BeyondParams = field(default_factory=BeyondParams)
+    prices: dict[str, Price] = field(default_factory=dict)
+    budgets: Budgets = field(default_factory=Budgets)
+    paper_reported: str = "params/paper_reported.yaml"
+    seed: int = 0
+    source: str = field(default="<dict>", compare=False)
+    root: str = field(default=".", compare=False)
+
+    # -- resolved paths ----------------------------------------------------------------------
+    @property
+    def out(self) -> Path:
+        """The output folder (``outputs/<profile>`` unless ``output_dir`` says otherwise)."""
+        p = Path(self.output_dir or f"outputs/{self.profile}")
+        return p if p.is_absolute() else Path(self.root) / p
+
+    @property
+    def paper_reported_path(self) -> Path:
+        p = Path(self.paper_reported)
+        return p if p.is_absolute() else Path(self.root) / p
+
+    def with_output_dir(self, output_dir: str | Path) -> Params:
+        """A copy writing under ``output_dir`` (papermill's ``output_dir`` parameter)."""
+        return dataclasses.replace(self, output_dir=str(Path(output_dir).resolve()))
+
+    # -- convenience ---------------------------------------------------------------------------
+    def is_lm(self, name: str) -> bool:
+        """True when arm/buyer ``name`` is (or wraps) a language model."""
+        spec = self.agent(name)
+        return self.is_lm(spec.inner) if spec.backend == "fixed_opening" and spec.inner else spec.is_lm
+
+    def lm_arms(self) -> list[str]:
+        return [a for a in self.arms if self.is_lm(a)]
+
+    def scripted_arms(self) -> list[str]:
+        return [a for a in self.arms if not self.is_lm(a)]
+
+    def eval_arms(self) -> list[str]:
+        """Arms the evaluation notebook plays (``evaluation.arms`` or every arm)."""
+        return list(self.evaluation.arms) if self.evaluation.arms is not None else list(self.arms)
+
+    def agent(self, name: str) -> AgentSpec:
+        """The spec of an arm or buyer by name."""
+        if name in self.arms:
+            return self.arms[name]
+        if name in self.buyers:
+            return self.buyers[name]
+        raise KeyError(f"{self.source}: no arm or buyer named {name!r}; arms: {sorted(self.arms)}, "
+                       f"buyers: {sorted(self.buyers)}")
+
+    def hash(self) -> str:
+        """Content hash of the profile file (and the paper's numbers), for resume decisions."""
+        h = hashlib.sha256()
+        for p in (Path(self.source), self.paper_reported_path):
+            if p.exists():
+                h.update(p.read_bytes())
+        h.update(self.output_dir.encode())
+        return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic typed construction
+# ---------------------------------------------------------------------------------------------
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin is list:
+        return f"a list of {_type_name(get_args(tp)[0])}"
+    if origin is dict:
+        return f"a mapping of str to {_type_name(get_args(tp)[1])}"
+    if tp is type(None):
+        return "null"
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping ({tp.__name__})"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(value: Any, tp: Any, source: str, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` (recursively) and return it converted."""
+    if tp is Any:
+        return value
+    origin = get_origin(tp)
+    bad = ValidationError(source, where, f"must be {_type_name(tp)}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, source, where)
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise bad
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(value, a, source, where)
+            except ValidationError as exc:
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        raise bad
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        raise ValidationError(source, where, f"must be {_type_name(tp)}, got {value!r}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise bad
+        return [_convert(v, get_args(tp)[0], source, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise bad
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValidationError(source, where, f"keys must be strings, got {k!r}")
+            out[k] = _convert(v, get_args(tp)[1], source, f"{where}.{k}")
+        return out
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise bad
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    raise TypeError(f"unsupported annotation {tp!r} at {where}")
+
+
+_RESERVED = {"source", "root"}
+
+
+def _build(cls: type, data: Any, source: str, where: str) -> Any:
+    """Build dataclass ``cls`` from a mapping: unknown keys, missing keys and bad types are errors."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValidationError(source, where or "<top>", f"must be a mapping ({cls.__name__}), got {data!r}")
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _RESERVED}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValidationError(source, where or "<top>", f"unknown keys {unknown}; allowed: {sorted(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        sub = f"{where}.{name}" if where else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValidationError(source, sub, f"is required ({_type_name(hints[name])})")
+            continue
+        kwargs[name] = _convert(data[name], hints[name], source, sub)
+    return cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-field validation
+# ---------------------------------------------------------------------------------------------
+
+def _check_agent(raw: Any, source: str, where: str) -> AgentSpec:
+    if not isinstance(raw, dict):
+        raise ValidationError(source, where, f"must be a mapping with a 'backend' key, got {raw!r}")
+    secrets = sorted(k for k in raw if str(k).lower() in _SECRET_KEYS)
+    if secrets:
+        raise ValidationError(source, f"{where}.{secrets[0]}", "API keys never go in a params file; "
+                              "name the environment variable that holds it with 'api_key_env'")
+    backend = raw.get("backend")
+    if backend not in BACKENDS:
+        raise ValidationError(source, f"{where}.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
+    allowed = _COMMON_KEYS | BACKEND_KEYS[backend]
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ValidationError(source, where, f"unknown keys {unknown} for backend {backend!r}; "
+                              f"allowed: {sorted(allowed)}")
+    spec = _build(AgentSpec, raw, source, where)
+    for key in _REQUIRED[backend]:
+        if getattr(spec, key) in (None, ""):
+            raise ValidationError(source, f"{where}.{key}", f"is required for backend {backend!r}")
+    for key in ("api_key_env", "path_env"):
+        val = getattr(spec, key)
+        if val is not None and not _ENV_NAME.match(val):
+            raise ValidationError(source, f"{where}.{key}", f"must be an environment variable name "
+                                  f"(letters, digits, _), got {val!r}")
+    if backend == "scripted":
+        from negolib.agents.scripted import STRATEGIES
+
+        if spec.strategy not in STRATEGIES:
+            raise ValidationError(source, f"{where}.strategy", f"must be one of {sorted(STRATEGIES)}, "
+                                  f"got {spec.strategy!r}")
+    if backend == "fixed_opening" and spec.opening not in ("none", "best"):
+        try:
+            ok = 0.0 <= float(spec.opening or "") <= 1.0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValidationError(source, f"{where}.opening", "must be 'none', 'best' or a utility in [0, 1] "
+                                  f"as a string, got {spec.opening!r}")
+    s = spec.sampling
+    if not (s.temperature >= 0 and 0 < s.top_p <= 1 and s.top_k >= 0 and s.max_new_tokens >= 1):
+        raise ValidationError(source, f"{where}.sampling", "needs temperature >= 0, 0 < top_p <= 1, "
+                              f"top_k >= 0, max_new_tokens >= 1; got {s}")
+    return spec
+
+
+def _cross_check(p: Params) -> None:
+    src = p.source
+    known_domains = _domain_names()
+    ev = p.evaluation
+    for key in ("domains", "lm_domains"):
+        doms = getattr(ev, key)
+        bad = sorted(set(doms or []) - known_domains)
+        if bad:
+            raise ValidationError(src, f"evaluation.{key}", f"unknown domains {bad}; allowed: "
+                                  f"{sorted(known_domains)}")
+    if not ev.buyers:
+        raise ValidationError(src, "evaluation.buyers", "needs at least one buyer")
+    for b in ev.buyers + list(p.beyond.extra_buyers):
+        if b not in p.buyers:
+            raise ValidationError(src, "evaluation.buyers", f"unknown buyer {b!r}; allowed: {sorted(p.buyers)}")
+    if not 1 <= ev.seeds_per_domain <= 1000:
+        raise ValidationError(src, "evaluation.seeds_per_domain", f"must be in 1..1000, got {ev.seeds_per_domain}")
+    if ev.lm_seeds_per_domain is not None and not 1 <= ev.lm_seeds_per_domain <= ev.seeds_per_domain:
+        raise ValidationError(src, "evaluation.lm_seeds_per_domain",
+                              f"must be in 1..seeds_per_domain ({ev.seeds_per_domain}), got {ev.lm_seeds_per_domain}")
+    if ev.max_rounds < 1:
+        raise ValidationError(src, "evaluation.max_rounds", f"must be >= 1, got {ev.max_rounds}")
+    overlap = sorted(set(p.arms) & set(p.buyers))
+    if overlap:
+        raise ValidationError(src, "buyers", f"names {overlap} are also arm names; names must be unique")
+    for arm in ev.arms or []:
+        if arm not in p.arms:
+            raise ValidationError(src, "evaluation.arms", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
+    for name, spec in {**p.arms, **p.buyers}.items():
+        section = "arms" if name in p.arms else "buyers"
+        if spec.backend == "trained" and spec.run not in p.training.runs:
+            raise ValidationError(src, f"{section}.{name}.run", f"unknown training run {spec.run!r}; "
+                                  f"allowed: {sorted(p.training.runs)}")
+        if spec.backend == "trained" and spec.train_seed is not None \
+                and spec.train_seed not in p.training.runs[spec.run].seeds:
+            raise ValidationError(src, f"{section}.{name}.train_seed", f"must be one of the run's seeds "
+                                  f"{p.training.runs[spec.run].seeds}, got {spec.train_seed}")
+        if spec.backend == "fixed_opening" and spec.inner not in p.arms:
+            raise ValidationError(src, f"{section}.{name}.inner", f"unknown arm {spec.inner!r}; "
+                                  f"allowed: {sorted(p.arms)}")
+    for rname, run in p.training.runs.items():
+        init = run.init.split("@")[0]
+        if init not in p.arms and init not in p.training.runs:
+            raise ValidationError(src, f"training.runs.{rname}.init", f"must name an arm or 'run@step', "
+                                  f"got {run.init!r}; arms: {sorted(p.arms)}")
+        for b in run.buyers:
+            if b not in p.buyers:
+                raise ValidationError(src, f"training.runs.{rname}.buyers", f"unknown buyer {b!r}; "
+                                      f"allowed: {sorted(p.buyers)}")
+        if run.buyers and abs(sum(run.buyers.values()) - 1.0) > 1e-6:
+            raise ValidationError(src, f"training.runs.{rname}.buyers", "mixture weights must sum to 1, "
+                                  f"got {sum(run.buyers.values())}")
+    for i, pair in enumerate(p.statistics.primary):
+        if len(pair) != 2 or any(a not in p.arms for a in pair):
+            raise ValidationError(src, f"statistics.primary[{i}]", f"must be [arm, base_arm] of known arms, "
+                                  f"got {pair!r}; arms: {sorted(p.arms)}")
+    if not 0 < p.statistics.alpha < 1 or p.statistics.n_resamples < 1:
+        raise ValidationError(src, "statistics", "needs 0 < alpha < 1 and n_resamples >= 1")
+    for i, g in enumerate(p.design.sizes):
+        for role in ("base", "shared", "shared_early", "lr3", "lr10"):
+            arm = getattr(g, role)
+            if arm is not None and arm not in p.arms:
+                raise ValidationError(src, f"design.sizes[{i}].{role}", f"unknown arm {arm!r}; "
+                                      f"allowed: {sorted(p.arms)}")
+    for arm in p.design.frontier:
+        if arm not in p.arms:
+            raise ValidationError(src, "design.frontier", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
+    split = p.design.buyer_split
+    if split and (len(split) != 2 or any(b not in ev.buyers for b in split)):
+        raise ValidationError(src, "design.buyer_split", f"must be two evaluation buyers [A, B] (split = S vs A "
+                              f"minus S vs B), got {split!r}; buyers: {ev.buyers}")
+    for key in ("buyer_opens", "fixed_openings"):
+        for arm in getattr(p.beyond, key):
+            if arm not in p.arms:
+                raise ValidationError(src, f"beyond.{key}", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
+
+
+def train_config(params: Params, run: str, seed: int | None = None) -> Any:
+    """The ``negolib.training.TrainConfig`` of one run: its ``config`` overrides plus the run's buyer
+    mixture, scaffold, seed and the evaluation's turn order."""
+    from negolib.training.config import TrainConfig
+
+    r = params.training.runs[run]
+    merged: dict[str, Any] = {"scaffold": r.scaffold, "seed": r.seeds[0] if seed is None else seed,
+                              "first_mover": params.evaluation.first_mover, **r.config}
+    if r.buyers:
+        merged["buyer_mixture"] = dict(r.buyers)
+    return TrainConfig.from_params(merged, source=f"{params.source}: training.runs.{run}.config")
+
+
+def _check_training(p: Params) -> None:
+    try:
+        import negolib.training.config  # noqa: F401
+    except ImportError:  # the training package is optional at load time
+        return
+    for run in p.training.runs:
+        train_config(p, run)
+
+
+def _domain_names() -> set[str]:
+    from negolib.domains import load_domains
+
+    return set(load_domains())
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+def project_root(path: str | Path) -> Path:
+    """The nearest ancestor of ``path`` holding ``pyproject.toml`` (else the file's folder)."""
+    path = Path(path).resolve()
+    for parent in [path.parent, *path.parent.parents]:
+        if (parent / "pyproject.toml").exists():
+            return parent
+    return path.parent
+
+
+def parse_params(data: Any, source: str = "<dict>", root: str | Path = ".") -> Params:
+    """Validate a profile mapping (as loaded from YAML) and build :class:`Params`."""
+    if not isinstance(data, dict):
+        raise ValidationError(source, "<top>", f"must be a mapping, got {type(data).__name__}")
+    data = dict(data)
+    for section in ("arms", "buyers"):
+        raw = data.get(section)
+        if not isinstance(raw, dict) or not raw:
+            raise ValidationError(source, section, "must be a non-empty mapping of name -> agent spec")
+        for name in raw:
+            if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9_.-]+$", name):
+                raise ValidationError(source, f"{section}.{name}", "names use letters, digits, '_', '.', '-'")
+        data[section] = {n: _check_agent(s, source, f"{section}.{n}") for n, s in raw.items()}
+    hints = get_type_hints(Params)
+    fields = {f.name for f in dataclasses.fields(Params)} - _RESERVED
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValidationError(source, "<top>", f"unknown keys {unknown}; allowed: {sorted(fields)}")
+    kwargs: dict[str, Any] = {"source": source, "root": str(root)}
+    for f in dataclasses.fields(Params):
+        if f.name in _RESERVED or f.name not in data:
+            if f.name in ("profile", "evaluation"):
+                raise ValidationError(source, f.name, f"is required ({_type_name(hints[f.name])})")
+            continue
+        kwargs[f.name] = data[f.name] if f.name in ("arms", "buyers") else \
+            _convert(data[f.name], hints[f.name], source, f.name)
+    p = Params(**kwargs)
+    if not re.match(r"^[A-Za-z0-9_.-]+$", p.profile):
+        raise ValidationError(source, "profile", f"must use letters, digits, '_', '.', '-', got {p.profile!r}")
+    _cross_check(p)
+    _check_training(p)
+    return p
+
+
+def load_params(path: str | Path) -> Params:
+    """Load and validate a profile file; errors name the file, the field and what is allowed."""
+    path = Path(path)
+    if not path.exists():
+        raise ValidationError(str(path), "<file>", "does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
+    return parse_params(data, str(path.resolve()), project_root(path))
+
+
+def to_dict(obj: Any) -> Any:
+    """A plain, YAML-ready view of a params object (for display and the frozen protocol)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if f.name not in _RESERVED}
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def spec_dict(spec: AgentSpec) -> dict[str, Any]:
+    """Only the keys a backend uses (for arm-matrix tables and the protocol file)."""
+    keep = _COMMON_KEYS | BACKEND_KEYS[spec.backend]
+    d = to_dict(spec)
+    return {k: v for k, v in d.items() if k in keep and v not in (None, "", {}, [])}
+
+
+__all__ = ["AgentSpec", "Sampling", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",
+           "SizeGroup", "DesignParams", "BeyondParams", "Price", "Budgets", "Params", "BACKENDS",
+           "BACKEND_KEYS", "load_params", "parse_params", "project_root", "to_dict", "spec_dict"]
