@@ -200,3 +200,21 @@ def test_continuation_restarts_its_schedule_from_the_checkpoint(resumed_run, tmp
     assert res.log[0]["kl"] == 0.0  # the continuation's reference is the checkpoint it starts from
     recorded = json.loads((tmp_path / "cont" / "config.json").read_text())
     assert recorded["init"] == str(second.checkpoint)
+
+
+def test_lora_run_trains_only_adapters(model_dir, tmp_path):
+    pytest.importorskip("peft")
+    from negolib.training.grpo import lora_config
+
+    assert lora_config(tiny_config()) is None
+    cfg = tiny_config(lora_rank=4, max_steps=2, validate_every=0, save_every=2)
+    setup = build_run(cfg, model_dir, tmp_path / "lora", buyers={"coin": CoinBuyer()}, progress=False)
+    model = setup.trainer.model
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    frozen_before = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    lora_before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    setup.trainer.train()
+    after = dict(model.named_parameters())
+    assert all(torch.equal(after[n], v) for n, v in frozen_before.items())
+    assert any(not torch.equal(after[n], v) for n, v in lora_before.items())

@@ -85,6 +85,11 @@ class TrainConfig:
     generation_backend: Backend = "auto"  # hf on CPU, vLLM colocated on GPU
     vllm_gpu_memory_utilization: float = 0.45  # Table 8: 0.45 / 0.40 / 0.35 / 0.30 by size
     gradient_checkpointing: bool = False
+    # -- LoRA via peft, for sizes whose full fine-tuning does not fit one device (ours) ----------
+    lora_rank: int = 0  # 0: full fine-tuning (the paper's recipe); > 0: LoRA adapters of this rank
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] | None = None  # None: every linear layer ("all-linear")
     generation_batch_size: int | None = None  # seller turns per generate call (None: every live episode)
 
     def __post_init__(self) -> None:
@@ -119,6 +124,8 @@ class TrainConfig:
             "validate_every",
             "save_every",
             "train_seed_offset",
+            "lora_rank",
+            "lora_dropout",
         ):
             if getattr(self, name) < 0:
                 raise ValidationError(src, name, f"must be >= 0, got {getattr(self, name)}")

@@ -593,6 +593,21 @@ def _initial_weights(
     return init
 
 
+def lora_config(config: TrainConfig) -> Any:
+    """A peft ``LoraConfig`` when ``config.lora_rank > 0`` (else None: full fine-tuning).
+
+    With adapters, TRL computes the KL reference by disabling them, so the reference is still the
+    initial policy; checkpoints then hold the adapter, which transformers loads on top of the base.
+    """
+    if config.lora_rank <= 0:
+        return None
+    from peft import LoraConfig
+
+    targets = list(config.lora_target_modules) if config.lora_target_modules else "all-linear"
+    return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=targets, task_type="CAUSAL_LM")
+
+
 def build_run(
     config: TrainConfig,
     model_name_or_path: str | Path,
@@ -691,6 +706,7 @@ def build_run(
             train_dataset=build_dataset(config, "train"),
             processing_class=tok,
             rollout_func=rollout_func,
+            peft_config=lora_config(config),
             train_config=config,
             callbacks=[*_callbacks(train_log, validator, config.validate_every, progress), *callbacks],
         )
