@@ -84,6 +84,8 @@ class TrainConfig:
     dtype: DType = "auto"  # float32 on CPU, bfloat16 on GPU
     generation_backend: Backend = "auto"  # hf on CPU, vLLM colocated on GPU
     vllm_gpu_memory_utilization: float = 0.45  # Table 8: 0.45 / 0.40 / 0.35 / 0.30 by size
+    vllm_mode: Literal["colocate", "server"] = "colocate"  # server: generation on `trl vllm-serve` GPUs
+    vllm_server_base_url: str | None = None  # e.g. http://gen-node:8000 (server mode only)
     gradient_checkpointing: bool = False
     # -- LoRA via peft, for sizes whose full fine-tuning does not fit one device (ours) ----------
     lora_rank: int = 0  # 0: full fine-tuning (the paper's recipe); > 0: LoRA adapters of this rank

@@ -552,11 +552,13 @@ def build_grpo_args(
     if backend == "vllm":
         kw.update(
             use_vllm=True,
-            vllm_mode="colocate",
+            vllm_mode=config.vllm_mode,
             vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             vllm_max_model_length=config.max_context_tokens,
             generation_kwargs={"stop_token_ids": list(stop_ids)},
         )
+        if config.vllm_mode == "server" and config.vllm_server_base_url:
+            kw["vllm_server_base_url"] = config.vllm_server_base_url
     return GRPOConfig(**kw)
 
 
