@@ -21,6 +21,18 @@ from negolib.sampling import SamplingConfig, SamplingDriftWarning, derive_seed, 
 from negolib.scenarios import scenario_set
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """Tiny models gain nothing from threads, and on a shared 2-core machine thread spin-waits
+    can slow them tenfold; restored after the module."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     from negolib.models import tiny_causal_lm

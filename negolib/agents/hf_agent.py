@@ -6,6 +6,10 @@ per chunk of at most ``max_batch`` views, sampling exactly as configured (temper
 the model's own ``generation_config`` is ignored so nothing else is applied). Replies carry the
 token ids and the sampled tokens' log-probabilities, log_softmax(logits / temperature) as TRL's
 trainer computes them, for GRPO.
+
+Prefill is the CPU cost of a turn (prompts of ~900 tokens against tens of new tokens), so each row's
+prompt is prefilled on its own from the longest prefix already cached (:class:`PrefixCache`: the
+shared system message, the same episode's previous turn), and only the decoding runs batched.
 """
 
 from __future__ import annotations
@@ -300,6 +304,8 @@ class HFAgent(Agent):
                     rest = torch.as_tensor(ids[c:], device=device)[None]
                     pos = torch.arange(c, len(ids), device=device)[None]
                     self.model(input_ids=rest, past_key_values=cache, position_ids=pos, use_cache=True)
+                if cache.get_seq_length() != len(ids):  # e.g. a model training with gradient checkpointing
+                    return None
                 pc.reused, pc.computed = pc.reused + c, pc.computed + len(ids) - c
                 kv = [(layer.keys, layer.values) for layer in cache.layers]
                 if len(ids):

@@ -1,0 +1,821 @@
+"""The book runner: execute the notebooks in order with papermill, resumably, and index the outputs.
+
+``run_book(params_path)`` executes ``notebooks/NN_*.py`` (the jupytext ``py:percent`` sources, which
+are the source of truth; the paired ``.ipynb`` are kept in sync by tests) with papermill, injecting
+``params_path`` and ``output_dir`` into each notebook's ``parameters`` cell. Executed copies go to
+``outputs/<profile>/notebooks/``. A small state file records, per notebook, a key (profile hash +
+notebook source hash) and the runs of the notebooks it reads from, so a resumed book skips notebooks
+already executed for the same inputs and re-executes a notebook whose upstream notebook ran again.
+A failure names the notebook and the cell (index and first source line). Finally an index page
+(``index.md`` / ``index.html``) links every executed notebook, table and figure.
+
+Inside a notebook, :func:`open_book` gives the shared context: the validated params, the output
+paths, the paper's reported numbers and helpers that save tables and figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import html
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from negolib.params import Params, load_params
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS: tuple[str, ...] = (
+    "01_environment", "02_setup", "03_training", "04_evaluation", "05_results", "06_appendix_b_c",
+    "07_appendix_d_e", "08_appendix_g_k", "09_beyond",
+)
+# Which notebooks read files another notebook writes (re-run a notebook when an upstream one ran).
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "04_evaluation": ("03_training",),
+    "05_results": ("04_evaluation",),
+    "06_appendix_b_c": ("04_evaluation",),
+    "07_appendix_d_e": ("03_training", "04_evaluation"),
+    "08_appendix_g_k": ("04_evaluation",),
+    "09_beyond": ("03_training", "04_evaluation"),
+}
+STATE_FILE = "book_state.json"
+KERNEL_NAME = "python3"
+
+
+# ---------------------------------------------------------------------------------------------
+# Output layout and the in-notebook context
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BookPaths:
+    """Where a profile's outputs live (all under ``outputs/<profile>/``)."""
+
+    root: Path
+
+    @property
+    def notebooks(self) -> Path:
+        return self.root / "notebooks"
+
+    @property
+    def tables(self) -> Path:
+        return self.root / "tables"
+
+    @property
+    def figures(self) -> Path:
+        return self.root / "figures"
+
+    @property
+    def transcripts(self) -> Path:
+        """The evaluation transcript store (JSONL, one episode per line, all arms)."""
+        return self.root / "transcripts" / "evaluation.jsonl"
+
+    @property
+    def beyond_transcripts(self) -> Path:
+        """Transcripts of the beyond-paper variants (buyer-opens, ...), kept apart from the protocol's."""
+        return self.root / "transcripts" / "beyond.jsonl"
+
+    @property
+    def training(self) -> Path:
+        return self.root / "training"
+
+    @property
+    def evaluation(self) -> Path:
+        """Protocol file, deviation log, pilot-gate log."""
+        return self.root / "evaluation"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def make(self) -> BookPaths:
+        for p in (self.root, self.notebooks, self.tables, self.figures, self.transcripts.parent,
+                  self.training, self.evaluation, self.logs):
+            p.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+@dataclass
+class Book:
+    """What a notebook needs: params, paths, the paper's numbers, and save helpers."""
+
+    params: Params
+    paths: BookPaths
+    saved: list[Path] = field(default_factory=list)
+
+    @property
+    def paper(self) -> Any:
+        """The paper's reported numbers (:class:`negolib.tables.PaperReported`)."""
+        from negolib.tables import load_paper_reported
+
+        return load_paper_reported(self.params.paper_reported_path)
+
+    def save_table(self, table: Any) -> Any:
+        """Write a :class:`negolib.tables.BookTable` (CSV, markdown, HTML) and return it for display."""
+        self.saved.extend(table.save(self.paths.tables))
+        return table
+
+    def save_figure(self, fig: Any, name: str, dpi: int = 120) -> None:
+        """Save a matplotlib figure as ``figures/<name>.png`` (the notebook shows it inline)."""
+        path = self.paths.figures / f"{name}.png"
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        self.saved.append(path)
+
+    def episodes(self, include_errors: bool = False, beyond: bool = False) -> Any:
+        """The episode table of the evaluation transcripts (empty frame when none exist yet)."""
+        import pandas as pd
+
+        from negolib.transcripts import TranscriptStore
+
+        path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
+        if not path.exists():
+            return pd.DataFrame()
+        return TranscriptStore(path).to_dataframe(include_errors)
+
+    def training_dir(self, run: str, seed: int | None = None) -> Path:
+        """Output folder of one training run (and seed)."""
+        from negolib.agents.factory import training_run_dir
+
+        return training_run_dir(self.params, run, seed)
+
+    def training_log(self, run: str, seed: int | None = None, which: str = "train") -> Any:
+        """The per-step ``train`` or ``validation`` log of a run as a DataFrame (empty if none yet)."""
+        import pandas as pd
+
+        path = self.training_dir(run, seed) / f"{which}_log.jsonl"
+        if not path.exists() or path.stat().st_size == 0:
+            return pd.DataFrame()
+        df = pd.read_json(path, lines=True)
+        if "learning_rate" in df and "lr" not in df:
+            df["lr"] = df["learning_rate"]
+        return df
+
+    def results(self) -> Any:
+        """:class:`negolib.tables.Results` of the evaluation transcripts (estimates and contrasts)."""
+        from negolib.tables import compute_results
+
+        return compute_results(self.episodes(), self.params)
+
+    def ready_arms(self, arms: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
+        """(arms that can play now, {arm: why not}) -- a trained arm needs its checkpoint."""
+        from negolib.agents.factory import trained_ready
+
+        ready, missing = [], {}
+        for arm in arms if arms is not None else self.params.eval_arms():
+            ok, why = trained_ready(self.params, arm)
+            (ready.append(arm) if ok else missing.__setitem__(arm, why))
+        return ready, missing
+
+    def evaluate_variant(self, arms: Sequence[str], first_mover: str = "buyer", suffix: str = ".buyer_opens",
+                         progress: bool = False) -> list[str]:
+        """Play a beyond-paper variant of ``arms`` (default: the buyer opens) into the beyond transcript
+        store, logging each variant arm as a deviation of the frozen protocol first (App. K). Returns
+        the variant arm names (``<arm><suffix>``); arms that cannot play yet are skipped."""
+        import dataclasses
+
+        from negolib.agents.factory import ModelCache, build_agents
+        from negolib.evaluation import DeviationLog, evaluate_arms, load_protocol
+
+        protocol_file = self.paths.evaluation / "protocol.yaml"
+        protocol = load_protocol(protocol_file)
+        deviations = DeviationLog.for_protocol(protocol_file)
+        ready, _ = self.ready_arms(arms)
+        extra = [dataclasses.replace(protocol.arm(a), name=f"{a}{suffix}", first_mover=first_mover) for a in ready]
+        for spec in extra:
+            if not deviations.covers(spec.name):
+                deviations.log_deviation([spec.name], f"beyond-paper variant of {spec.name[:-len(suffix)]}: "
+                                         f"first_mover={first_mover} (not in the frozen arm matrix)", False)
+        agents = build_agents(self.params, ready + list(protocol.buyers), cache=ModelCache())
+        agents.update({f"{a}{suffix}": agents[a] for a in ready})
+        evaluate_arms(protocol, agents, self.paths.beyond_transcripts, progress=progress, arms=[], extra_arms=extra,
+                      deviations=deviations)
+        return [s.name for s in extra]
+
+    def api_models(self) -> dict[str, str]:
+        """Agent name -> model id of every API-served party (openai / anthropic backends)."""
+        return {n: s.model or "" for n, s in {**self.params.arms, **self.params.buyers}.items()
+                if s.backend in ("openai", "anthropic")}
+
+    def prices(self) -> tuple[dict[str, Any], list[str]]:
+        """(the params price table as :class:`negolib.cost.Price` values, API models without a price)."""
+        from negolib.cost import price_table
+
+        table = price_table({m: {"input": p.input, "output": p.output} for m, p in self.params.prices.items()})
+        unpriced = sorted({m for m in self.api_models().values() if m not in table})
+        return table, unpriced
+
+    def records(self, beyond: bool = False) -> list[dict[str, Any]]:
+        """The complete transcript records (for turn-level diagnostics and figures)."""
+        from negolib.transcripts import TranscriptStore
+
+        path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
+        return TranscriptStore(path).records() if path.exists() else []
+
+
+@contextlib.contextmanager
+def summarize_warnings(max_chars: int = 240) -> Iterator[None]:
+    """Collect the warnings raised inside the block and print one line per category (how many, and
+    the first message) instead of one line per warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    by: dict[str, list[str]] = {}
+    for w in caught:
+        by.setdefault(w.category.__name__, []).append(str(w.message))
+    for cat, msgs in by.items():
+        print(f"{len(msgs)} x {cat}; first: {msgs[0][:max_chars]}")
+
+
+def open_book(params_path: str | Path, output_dir: str | Path | None = None) -> Book:
+    """Load a profile and create its output folders (``output_dir`` overrides ``outputs/<profile>``)."""
+    params = load_params(params_path)
+    if output_dir:
+        params = params.with_output_dir(output_dir)
+    return Book(params, BookPaths(params.out).make())
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the book
+# ---------------------------------------------------------------------------------------------
+
+class BookError(RuntimeError):
+    """A notebook failed; the message names the notebook and the cell."""
+
+    def __init__(self, notebook: str, cell_index: int | None, first_line: str, error: str,
+                 executed_copy: Path | None = None) -> None:
+        self.notebook, self.cell_index, self.first_line, self.error = notebook, cell_index, first_line, error
+        self.executed_copy = executed_copy
+        where = f"cell {cell_index} ({first_line!r})" if cell_index is not None else "before any cell ran"
+        copy = f"; executed copy: {executed_copy}" if executed_copy else ""
+        super().__init__(f"notebook {notebook} failed at {where}: {error}{copy}")
+
+
+@dataclass
+class NotebookRun:
+    """One notebook's outcome in a book run."""
+
+    name: str
+    status: str  # "ok", "skipped", "failed", "not run"
+    duration_s: float = 0.0
+    output: str = ""
+    error: str = ""
+    budget_s: float | None = None
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget_s is not None and self.duration_s > self.budget_s
+
+
+@dataclass
+class BookResult:
+    """The outcome of :func:`run_book`."""
+
+    profile: str
+    output_dir: Path
+    runs: list[NotebookRun]
+    duration_s: float
+    budget_s: float
+    index: Path | None = None
+    error: BookError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def executed(self) -> list[str]:
+        return [r.name for r in self.runs if r.status == "ok"]
+
+    @property
+    def skipped(self) -> list[str]:
+        return [r.name for r in self.runs if r.status == "skipped"]
+
+    def __str__(self) -> str:
+        lines = [f"book '{self.profile}' -> {self.output_dir}  ({self.duration_s:.0f} s; budget "
+                 f"{self.budget_s:.0f} s{'; OVER BUDGET' if self.duration_s > self.budget_s else ''})"]
+        for r in self.runs:
+            extra = f"  {r.error}" if r.error else ""
+            if r.over_budget:
+                extra += f"  (over its {r.budget_s:.0f} s budget)"
+            lines.append(f"  {r.name:<18} {r.status:<8} {r.duration_s:7.1f} s{extra}")
+        if self.index:
+            lines.append(f"index: {self.index}")
+        return "\n".join(lines)
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> str:
+    """A kernel spec that runs this interpreter: ``name`` if it exists (argv 'python' resolves to the
+    current interpreter), otherwise one installed into ``sys.prefix`` with ipykernel."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+        exe = spec.argv[0]
+        if exe in ("python", "python3") or Path(exe).resolve() == Path(sys.executable).resolve():
+            return name
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=name, prefix=sys.prefix, display_name=f"Python 3 ({Path(sys.prefix).name})")
+    return name
+
+
+def _hash_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def resolve_notebooks(selection: Sequence[str] | None, folder: Path = NOTEBOOK_DIR) -> list[str]:
+    """Notebook names from full names or prefixes ('04', '04_evaluation'), in book order."""
+    available = [n for n in NOTEBOOKS if (folder / f"{n}.py").exists() or (folder / f"{n}.ipynb").exists()]
+    if not selection:
+        return available
+    chosen = set()
+    for sel in selection:
+        sel = Path(sel).stem
+        hits = [n for n in available if n == sel or n.startswith(sel)]
+        if not hits:
+            raise ValueError(f"no notebook matches {sel!r}; available: {available}")
+        chosen.update(hits)
+    return [n for n in available if n in chosen]
+
+
+def source_notebook(name: str, folder: Path = NOTEBOOK_DIR) -> Any:
+    """The notebook to execute: built from the ``.py`` source (jupytext), else the ``.ipynb``."""
+    import jupytext
+    import nbformat
+
+    py, ipynb = folder / f"{name}.py", folder / f"{name}.ipynb"
+    if py.exists():
+        return jupytext.read(py, fmt="py:percent")
+    return nbformat.read(ipynb, as_version=4)
+
+
+def _load_state(path: Path) -> dict[str, Any]:
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            return {}
+    return {}
+
+
+def _save_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _first_line(source: str) -> str:
+    return next((ln for ln in source.splitlines() if ln.strip()), "")
+
+
+def _source_index(src_nb: Any, source: str) -> int | None:
+    """Index of the cell of the source notebook whose source is ``source`` (the failing cell)."""
+    for i, c in enumerate(src_nb.cells):
+        if c.source == source:
+            return i
+    return None
+
+
+def _failed_source(nb_path: Path) -> str | None:
+    """Source of the cell papermill flagged as failing in an executed copy (timeouts, dead kernels)."""
+    import nbformat
+
+    if not nb_path.exists():
+        return None
+    nb = nbformat.read(nb_path, as_version=4)
+    for c in nb.cells:
+        if c.get("metadata", {}).get("papermill", {}).get("exception") or any(
+                o.get("output_type") == "error" for o in c.get("outputs", [])):
+            return c.source
+    return None
+
+
+def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str,
+                     folder: Path = NOTEBOOK_DIR, timeout_s: float | None = None) -> Path:
+    """Execute one notebook with papermill into ``output_dir/notebooks``; raise :class:`BookError`."""
+    import nbformat
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    out_nb = output_dir / "notebooks" / f"{name}.ipynb"
+    out_nb.parent.mkdir(parents=True, exist_ok=True)
+    nb = source_notebook(name, folder)
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": "Python 3", "language": "python"}
+    extra = {"execution_timeout": int(timeout_s)} if timeout_s else {}
+    with tempfile.TemporaryDirectory(prefix="negobook-") as tmp:
+        src_nb = Path(tmp) / f"{name}.ipynb"
+        nbformat.write(nb, src_nb)
+        try:
+            pm.execute_notebook(str(src_nb), str(out_nb), parameters={"params_path": str(params_path),
+                                                                      "output_dir": str(output_dir)},
+                                kernel_name=kernel, cwd=str(folder), progress_bar=False, log_output=False,
+                                **extra)
+        except PapermillExecutionError as exc:
+            raise BookError(name, _source_index(nb, exc.source), _first_line(exc.source),
+                            f"{exc.ename}: {exc.evalue}", out_nb) from None
+        except Exception as exc:  # kernel death, cell timeout, ...
+            source = _failed_source(out_nb)
+            idx = _source_index(nb, source) if source is not None else None
+            raise BookError(name, idx, _first_line(source or ""), f"{type(exc).__name__}: {exc}".strip(),
+                            out_nb) from None
+    return out_nb
+
+
+def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
+             output_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
+             folder: str | Path | None = None, raise_on_error: bool = False) -> BookResult:
+    """Execute the book's notebooks in order on a profile; see the module docstring.
+
+    ``notebooks``: names or prefixes (default: all). ``resume``: skip notebooks already executed
+    successfully for the same profile, notebook source and upstream runs. Returns a
+    :class:`BookResult`; with ``raise_on_error`` a failure raises :class:`BookError` instead.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.time()
+    folder = Path(folder) if folder else NOTEBOOK_DIR
+    params_path = Path(params_path).resolve()
+    params = load_params(params_path)
+    if output_dir:
+        params = params.with_output_dir(output_dir)
+    paths = BookPaths(params.out).make()
+    names = resolve_notebooks(notebooks, folder)
+    kernel = ensure_kernel()
+    state_path = paths.root / STATE_FILE
+    state = _load_state(state_path)
+    state.setdefault("notebooks", {})
+    phash = params.hash()
+    runs: list[NotebookRun] = []
+    error: BookError | None = None
+    bar = tqdm(names, desc="book", unit="nb", disable=not progress)
+    for name in bar:
+        bar.set_postfix_str(name)
+        if error is not None:
+            runs.append(NotebookRun(name, "not run"))
+            continue
+        src = folder / f"{name}.py" if (folder / f"{name}.py").exists() else folder / f"{name}.ipynb"
+        key = f"{phash}:{_hash_file(src)}"
+        deps = {d: state["notebooks"].get(d, {}).get("run_id") for d in DEPENDS.get(name, ())}
+        prev = state["notebooks"].get(name, {})
+        out_nb = paths.notebooks / f"{name}.ipynb"
+        if resume and prev.get("status") == "ok" and prev.get("key") == key and prev.get("deps") == deps \
+                and out_nb.exists():
+            runs.append(NotebookRun(name, "skipped", 0.0, str(out_nb)))
+            continue
+        t = time.time()
+        timeout = params.budgets.cell_timeout_s
+        try:
+            execute_notebook(name, params_path, paths.root, kernel, folder, timeout)
+        except BookError as exc:
+            error = exc
+            state["notebooks"][name] = {"status": "failed", "key": key, "error": str(exc)}
+            runs.append(NotebookRun(name, "failed", time.time() - t, str(out_nb), str(exc)))
+            _save_state(state_path, state)
+            continue
+        dt = time.time() - t
+        state["notebooks"][name] = {"status": "ok", "key": key, "deps": deps, "run_id": f"{time.time():.6f}",
+                                    "duration_s": round(dt, 2), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+        _save_state(state_path, state)
+        runs.append(NotebookRun(name, "ok", dt, str(out_nb), budget_s=params.budgets.notebooks.get(name)))
+    bar.close()
+    result = BookResult(params.profile, paths.root, runs, time.time() - t0, params.budgets.total_s, None, error)
+    result.index = write_index(params, paths, result)
+    if error is not None and raise_on_error:
+        raise error
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The index page
+# ---------------------------------------------------------------------------------------------
+
+def _rel(path: Path, root: Path) -> str:
+    return os.path.relpath(path, root)
+
+
+def write_index(params: Params, paths: BookPaths, result: BookResult | None = None) -> Path:
+    """Write ``index.md`` and ``index.html`` linking every executed notebook, table and figure."""
+    root = paths.root
+    state = _load_state(root / STATE_FILE).get("notebooks", {})
+    nbs = [(n, state.get(n, {})) for n in NOTEBOOKS if (paths.notebooks / f"{n}.ipynb").exists() or n in state]
+    tables = sorted(paths.tables.glob("*.md"))
+    figures = sorted(paths.figures.glob("*.png"))
+    md = [f"# negobook: profile `{params.profile}`", "", params.description.strip(), "",
+          f"Profile file: `{params.source}`  ", f"Output folder: `{root}`", ""]
+    if result is not None:
+        md += [f"Book run: {result.duration_s:.0f} s (budget {result.budget_s:.0f} s)"
+               + (f"; **failed**: {result.error}" if result.error else ""), ""]
+    md += ["## Notebooks", "", "| notebook | status | seconds | finished |", "|---|---|---|---|"]
+    for n, s in nbs:
+        link = f"[{n}](notebooks/{n}.ipynb)" if (paths.notebooks / f"{n}.ipynb").exists() else n
+        md.append(f"| {link} | {s.get('status', '')} | {s.get('duration_s', '')} | {s.get('finished', '')} |")
+    md += ["", "## Tables", ""]
+    md += [f"- [{t.stem}](tables/{t.name}) ([csv](tables/{t.stem}.csv))" for t in tables] or ["(none yet)"]
+    md += ["", "## Figures", ""]
+    md += [f"- [{f.stem}](figures/{f.name})" for f in figures] or ["(none yet)"]
+    md += ["", "Columns labelled `paper: ...` are the paper's reported numbers "
+           f"(`{_rel(params.paper_reported_path, root)}`); every other number is computed from this run's "
+           "transcripts and logs.", ""]
+    (root / "index.md").write_text("\n".join(md))
+    (root / "index.html").write_text(_index_html(params, paths, nbs, tables, figures, result))
+    return root / "index.md"
+
+
+def _index_html(params: Params, paths: BookPaths, nbs: list[tuple[str, dict]], tables: list[Path],
+                figures: list[Path], result: BookResult | None) -> str:
+    e = html.escape
+    rows = "".join(
+        f"<tr><td><a href='notebooks/{e(n)}.ipynb'>{e(n)}</a></td><td>{e(str(s.get('status', '')))}</td>"
+        f"<td>{e(str(s.get('duration_s', '')))}</td><td>{e(str(s.get('finished', '')))}</td></tr>" for n, s in nbs)
+    tabs = "".join(
+        f"<li><a href='tables/{e(t.stem)}.html'>{e(t.stem)}</a> (<a href='tables/{e(t.stem)}.csv'>csv</a>, "
+        f"<a href='tables/{e(t.name)}'>md</a>)</li>" for t in tables)
+    figs = "".join(f"<figure><img src='figures/{e(f.name)}' style='max-width:900px'><figcaption>{e(f.stem)}"
+                   "</figcaption></figure>" for f in figures)
+    status = ""
+    if result is not None:
+        status = f"<p>Book run: {result.duration_s:.0f} s (budget {result.budget_s:.0f} s)</p>"
+        if result.error:
+            status += f"<p style='color:#b00'><b>failed</b>: {e(str(result.error))}</p>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>negobook: {e(params.profile)}</title>"
+            "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
+            "</style></head><body>"
+            f"<h1>negobook: profile <code>{e(params.profile)}</code></h1><p>{e(params.description)}</p>{status}"
+            f"<h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th><th>finished</th></tr>"
+            f"{rows}</table><h2>Tables</h2><ul>{tabs or '<li>(none yet)</li>'}</ul>"
+            f"<h2>Figures</h2>{figs or '<p>(none yet)</p>'}"
+            "<p>Columns labelled <code>paper: ...</code> are the paper's reported numbers; every other number "
+            "is computed from this run's transcripts and logs.</p></body></html>")
+
+
+def book_main(args: Any) -> int:
+    """CLI adapter: ``args.params``, ``args.notebooks`` (comma list), ``args.output_dir``, ``args.no_resume``."""
+    nbs = [x for x in (getattr(args, "notebooks", "") or "").split(",") if x.strip()] or None
+    res = run_book(args.params, nbs, getattr(args, "output_dir", None), not getattr(args, "no_resume", False),
+                   not getattr(args, "no_progress", False))
+    print(res)
+    return 0 if res.ok else 1
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive helpers (notebook 01): an episode explorer and a play-as-the-buyer session
+# ---------------------------------------------------------------------------------------------
+
+def ledger_table(scenario: Any, ledger: dict[str, Any], show_seller: bool = True) -> Any:
+    """The ledger as a table: every schema term, its value ('' if unnamed) and each party's
+    contribution w_k (phi_k + 1)/2 to U~ (the seller's column only with ``show_seller``)."""
+    import pandas as pd
+
+    from negolib.utility import contributions
+
+    d = scenario.domain
+    sc, bc = contributions(d, scenario.seller, ledger), contributions(d, scenario.buyer, ledger)
+    rows = []
+    for k, issue in enumerate(d.issues):
+        row: dict[str, Any] = {"term": issue.name, "value": ledger.get(issue.name, ""),
+                               "buyer contribution": round(float(bc[k]), 3)}
+        if show_seller:
+            row["seller contribution"] = round(float(sc[k]), 3)
+        rows.append(row)
+    off = [k for k in ledger if k not in d.issue_names]
+    rows += [{"term": f"{k} (off-schema)", "value": ledger[k], "buyer contribution": 0.0,
+              **({"seller contribution": 0.0} if show_seller else {})} for k in off]
+    return pd.DataFrame(rows).set_index("term")
+
+
+class EpisodeExplorer:
+    """Play one episode of a profile (domain, seed, seller arm, buyer) and step through its turns."""
+
+    def __init__(self, book: Book, cache: Any = None) -> None:
+        from negolib.agents.factory import ModelCache
+
+        self.book, self.cache = book, cache or ModelCache()
+        self._agents: dict[str, Any] = {}
+
+    def agent(self, name: str) -> Any:
+        """A party of the profile by name, or a scripted strategy by its name (``hardheaded``, ...)."""
+        from negolib.agents.factory import build_agent
+        from negolib.agents.scripted import make_scripted
+
+        if name not in self._agents:
+            p = self.book.params
+            if name not in p.arms and name not in p.buyers:
+                self._agents[name] = make_scripted(name, seed=p.seed)
+            else:
+                role = "seller" if name in p.arms else "buyer"
+                self._agents[name] = build_agent(name, p.agent(name), p.seed, params=p, cache=self.cache,
+                                                 role=role)
+        return self._agents[name]
+
+    def demo_parties(self) -> tuple[str, str]:
+        """(seller, buyer) that play on any machine: the profile's scripted ones, else scripted strategies."""
+        p = self.book.params
+        scripted = [a for a in p.arms if p.arms[a].backend == "scripted"]
+        seller = "hardheaded" if "hardheaded" in scripted else (scripted[0] if scripted else "hardheaded")
+        buyers = [b for b in p.evaluation.buyers if p.buyers[b].backend == "scripted"]
+        return seller, (buyers[0] if buyers else "linear")
+
+    def play(self, domain: str, seed: int, seller: str, buyer: str) -> dict[str, Any]:
+        """The transcript record of one freshly played evaluation episode."""
+        from negolib.domains import get_domain
+        from negolib.env import EnvConfig
+        from negolib.rollout import EpisodeSpec, play_one
+        from negolib.scenarios import make_scenario
+
+        ev = self.book.params.evaluation
+        cfg = EnvConfig(max_rounds=ev.max_rounds, first_mover=ev.first_mover)
+        spec = EpisodeSpec(seller, seller, buyer, make_scenario(get_domain(domain), int(seed)), cfg)
+        return play_one(spec, {seller: self.agent(seller), buyer: self.agent(buyer)})
+
+    @staticmethod
+    def turn(record: dict[str, Any], k: int) -> tuple[dict[str, Any], Any]:
+        """(turn k's record, the ledger table after it) for 1 <= k <= number of turns."""
+        from negolib.domains import get_domain
+        from negolib.scenarios import make_scenario
+
+        t = record["turns"][k - 1]
+        sc = make_scenario(get_domain(record["domain"]), int(record["seed"]))
+        return t, ledger_table(sc, t["ledger"])
+
+    def widget(self, domain: str = "car", seed: int = 5_000_053, seller: str | None = None,
+               buyer: str | None = None) -> Any:
+        """ipywidgets UI: pick domain, seed, seller, buyer; play; step through turns."""
+        import ipywidgets as w
+        from IPython.display import display
+
+        from negolib.agents.scripted import STRATEGIES
+        from negolib.domains import load_domains
+        from negolib.utility import both_utilities
+
+        p = self.book.params
+        demo_seller, demo_buyer = self.demo_parties()
+        sellers = list(dict.fromkeys([*p.arms, *STRATEGIES]))
+        buyers = list(dict.fromkeys([*p.buyers, *STRATEGIES]))
+        dd = w.Dropdown(options=list(load_domains()), value=domain, description="domain")
+        sd = w.BoundedIntText(value=seed, min=0, max=10**9, description="seed")
+        sl = w.Dropdown(options=sellers, value=seller or demo_seller, description="seller")
+        by = w.Dropdown(options=buyers, value=buyer or demo_buyer, description="buyer")
+        go = w.Button(description="play episode", button_style="primary")
+        step = w.IntSlider(value=1, min=1, max=1, description="turn")
+        out = w.Output()
+        state: dict[str, Any] = {}
+
+        def show(_: Any = None) -> None:
+            rec = state.get("record")
+            if rec is None:
+                return
+            from negolib.domains import get_domain
+            from negolib.scenarios import make_scenario
+
+            t, table = self.turn(rec, step.value)
+            sc = make_scenario(get_domain(rec["domain"]), int(rec["seed"]))
+            su, bu = both_utilities(sc, t["ledger"])
+            out.clear_output(wait=True)
+            with out:
+                act = (t["action"] or {}).get("action") or f"bad parse ({t['parse_error']})"
+                print(f"turn {t['turn']} ({t['role']}): {act}")
+                print(f"prose: {t['prose']}")
+                print(f"ledger after the turn: seller U~ = {su:.3f}, buyer U~ = {bu:.3f}")
+                display(table)
+                if step.value == len(rec["turns"]):
+                    o = rec["outcome"]
+                    print(f"outcome: {'deal' if o['deal'] else 'no deal'}, S = {o['score']:.3f}, "
+                          f"reward = {o['reward']:.3f}")
+
+        def play(_: Any = None) -> None:
+            state["record"] = self.play(dd.value, sd.value, sl.value, by.value)
+            step.max = len(state["record"]["turns"])
+            step.value = step.max
+            show()
+
+        go.on_click(play)
+        step.observe(show, names="value")
+        play()
+        return w.VBox([w.HBox([dd, sd]), w.HBox([sl, by, go]), step, out])
+
+
+class BuyerSession:
+    """Play the buyer against a configured seller: you write prose and an action, the seller answers.
+
+    The environment is the evaluation one (terms attached to an accept are ignored). You see your
+    own private preferences and your U~ of the ledger; the seller's is revealed at the end.
+    """
+
+    def __init__(self, book: Book, seller: str, domain: str = "car", seed: int = 5_000_053,
+                 cache: Any = None) -> None:
+        from negolib.domains import get_domain
+        from negolib.env import EnvConfig, Episode
+        from negolib.scenarios import make_scenario
+
+        self.book, self.seller = book, seller
+        self.explorer = EpisodeExplorer(book, cache)
+        self.scenario = make_scenario(get_domain(domain), int(seed))
+        ev = book.params.evaluation
+        self.episode = Episode(self.scenario, EnvConfig(max_rounds=ev.max_rounds), f"human|{domain}|{seed}")
+        self._seller_moves()
+
+    def _seller_moves(self) -> None:
+        ep = self.episode
+        while not ep.done and ep.to_move == "seller":
+            rep = self.explorer.agent(self.seller).act(ep.view("seller"))
+            ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+
+    def brief(self) -> Any:
+        """Your (the buyer's) private preferences: weight, preferred direction or level per term."""
+        import pandas as pd
+
+        d = self.scenario.domain.issues
+        prefs = self.scenario.buyer
+        rows = [{"term": i.name, "weight": round(w, 3),
+                 "you prefer": ("high" if s > 0 else "low") if i.kind == "continuous" else pref,
+                 "range / levels": f"{i.lo:g}-{i.hi:g} {i.unit}" if i.kind == "continuous" else
+                 " / ".join(map(str, i.levels))} for i, w, s, pref in zip(d, prefs.weights, prefs.signs,
+                                                                          prefs.preferred)]
+        return pd.DataFrame(rows).set_index("term")
+
+    def buyer_turn(self, prose: str, terms: dict[str, Any] | None = None, accept: bool = False) -> list[Any]:
+        """Play your turn (a COUNTER naming ``terms``, or ACCEPT) and let the seller answer."""
+        if self.episode.done:
+            raise RuntimeError("the episode is over")
+        action: dict[str, Any] = {"action": "ACCEPT"} if accept else \
+            {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in (terms or {}).items()]}
+        n = len(self.episode.turns)
+        self.episode.step(prose.strip() + "\n" + json.dumps(action))
+        self._seller_moves()
+        return self.episode.turns[n:]
+
+    def status(self) -> str:
+        from negolib.utility import both_utilities
+
+        ep = self.episode
+        su, bu = both_utilities(self.scenario, ep.ledger)
+        if ep.done:
+            o = ep.outcome
+            assert o is not None
+            return (f"episode over: {'deal' if o.deal else 'no deal'}; your U~ = {bu:.3f}, the seller's U~ = "
+                    f"{su:.3f} (seller's S = {o.score:.3f})")
+        return f"turn {len(ep.turns) + 1}; your U~ of the current ledger = {bu:.3f} (reservation " \
+               f"{self.scenario.buyer.reservation:.3f})"
+
+    def widget(self) -> Any:
+        """ipywidgets UI: prose box, terms (``name=value`` per line), COUNTER / ACCEPT buttons."""
+        import ipywidgets as w
+        from IPython.display import display
+
+        prose = w.Textarea(placeholder="Two or three sentences to the seller", layout=w.Layout(width="60%"))
+        terms = w.Textarea(placeholder="price=38\nservice=annual", description="terms",
+                           layout=w.Layout(width="35%"))
+        counter = w.Button(description="COUNTER", button_style="primary")
+        accept = w.Button(description="ACCEPT", button_style="success")
+        out = w.Output()
+
+        def render() -> None:
+            out.clear_output(wait=True)
+            with out:
+                for t in self.episode.turns:
+                    who = "seller" if t.role == "seller" else "you"
+                    act = (t.action or {}).get("action") or "bad parse"
+                    print(f"[{t.turn}] {who} ({act}): {t.prose}")
+                print(self.status())
+                display(ledger_table(self.scenario, self.episode.ledger, show_seller=self.episode.done))
+
+        def parse_terms(text: str) -> dict[str, Any]:
+            out_terms: dict[str, Any] = {}
+            for line in text.splitlines():
+                if "=" in line:
+                    k, v = line.split("=", 1)
+                    v = v.strip()
+                    try:
+                        out_terms[k.strip()] = json.loads(v)
+                    except json.JSONDecodeError:
+                        out_terms[k.strip()] = v
+            return out_terms
+
+        def on_counter(_: Any) -> None:
+            if not self.episode.done:
+                self.buyer_turn(prose.value or "Here is my counter.", parse_terms(terms.value))
+            render()
+
+        def on_accept(_: Any) -> None:
+            if not self.episode.done:
+                self.buyer_turn(prose.value or "Deal.", accept=True)
+            render()
+
+        counter.on_click(on_counter)
+        accept.on_click(on_accept)
+        render()
+        return w.VBox([w.HBox([prose, terms]), w.HBox([counter, accept]), out])
+
+
+__all__ = ["Book", "BookError", "BookPaths", "BookResult", "BuyerSession", "DEPENDS", "EpisodeExplorer",
+           "NOTEBOOKS", "NotebookRun", "book_main", "ensure_kernel", "execute_notebook", "ledger_table",
+           "open_book", "resolve_notebooks", "run_book", "summarize_warnings", "write_index"]

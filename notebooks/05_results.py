@@ -1,0 +1,112 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5. Results (paper §5)
+#
+# Computed from the transcripts notebook 4 wrote: **Table 1** (paired gains by size and learning
+# rate), **Figure 2** ((a) arm-level score S with intervals, (b) paired differences from base),
+# **Table 2** (what the trained sellers do differently: openings and the distributive/integrative
+# decomposition) and the reference-seller contrasts. All intervals are 95% percentile bootstraps
+# resampling evaluation seeds as clusters, on within-scenario paired differences; the prespecified
+# primary family is Holm-corrected (`*`), every other interval is exploratory (`e` where it excludes
+# zero). Columns labelled `paper: ...` are the paper's reported numbers, for comparison only: our
+# models, buyers and scale differ from the paper's.
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from negolib.book import open_book
+from negolib.diagnostics import openings_table
+from negolib.plots import figure2
+from negolib.tables import decomposition, frontier_table, openings_book_table, simple_table, table1, table2
+
+# %% tags=["parameters"]
+params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
+output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
+
+# %%
+B = open_book(params_path, output_dir or None)
+P, paper = B.params, B.paper
+R = B.results()
+print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empty else
+      "no transcripts yet: run notebook 04_evaluation first")
+
+# %% [markdown]
+# ## The prespecified primary family
+# Each contrast is S(trained) − S(base) on the scenarios both arms played; p-values invert the
+# percentile interval (p < 0.05 exactly when the 95% interval excludes 0) and are Holm-corrected
+# over the family. The paper's family is the four shared-LR gains at 104 steps (App. K: p ≤ 1.4e-4
+# at 4.5B, 12B and 31B; p = 0.91 at 2.3B).
+
+# %%
+prim = R.contrasts[R.contrasts["primary"]] if not R.contrasts.empty else pd.DataFrame()
+cols = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "mark", "n_clusters", "n_episodes"]
+family = prim[cols].round(4).set_index(["arm_a", "arm_b"]) if len(prim) else pd.DataFrame()
+st = paper.get("statistics")
+paper_p = {"p at 2.3B / at 4.5B-31B": f"{st['primary_p_e2b']} / <= {st['primary_p_max_significant']:g}"}
+title = "Primary family: trained − base (Holm)"
+display(B.save_table(simple_table("primary_family", title, family, paper_values=paper_p)))
+
+# %% [markdown]
+# ## Table 1: paired gains by size and learning rate
+
+# %%
+display(B.save_table(table1(R.contrasts, R.est, P, paper)))
+
+# %% [markdown]
+# ## Figure 2
+# (a) Attained seller score S per arm (arm-level means with seed-cluster intervals); horizontal lines
+# are reference sellers (solid: frontier sellers; dotted: other arms of the profile, e.g. the
+# scripted baselines). (b) The trained arms as paired differences from their base (these intervals
+# are on within-scenario differences and are not comparable with (a)'s). Left: ours; right: the
+# paper's reported values.
+
+# %%
+fig = figure2(P, R.est, R.contrasts, paper)
+B.save_figure(fig, "figure2")
+
+# %% [markdown]
+# ## Table 2: what the trained sellers do differently (post hoc)
+# *Opens with terms*: the share of episodes in which the seller names at least one domain term at
+# turn 1 (base → arm). The Δ columns are paired differences from the same-size base over the
+# scenarios both arms closed, split exactly by term into distributive and integrative parts (they
+# sum to the seller's deal-only change; adding the buyer's gives the change in joint welfare).
+
+# %%
+records = B.records()
+openings = openings_table(records) if records else pd.DataFrame()
+opens = openings.set_index("arm")["opens_with_terms"].to_dict() if len(openings) else {}
+pairs = [(getattr(g, r), g.base) for g in P.design.sizes for r in ("shared", "lr3", "lr10") if getattr(g, r)]
+decomp = decomposition(R.an, pairs)
+display(B.save_table(table2(decomp, opens, P, paper)))
+
+# %% [markdown]
+# ## Openings (post hoc)
+# Among the openings that name terms: how many terms, the seller's U~ if the buyer accepted the
+# opening as it stands, and how far below it the deals ended (the paper's 3× LR sellers at 12B and
+# 31B open with 6.6 and 6.2 terms, openings worth 0.741 and 0.757, deals 0.128 and 0.135 lower).
+
+# %%
+display(B.save_table(openings_book_table(openings, P, paper)))
+
+# %% [markdown]
+# ## Reference (frontier) sellers, exploratory
+# The paper ran two frontier models as sellers; a profile without frontier arms shows nothing here.
+
+# %%
+if P.design.frontier:
+    display(B.save_table(frontier_table(R.contrasts, P, paper)))
+else:
+    print("no frontier reference sellers in this profile (see notebook 9 for the scripted baselines)")

@@ -1,0 +1,125 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 7. Training diagnostics and guards (paper App. D, E)
+#
+# App. D reads the training logs: did the optimizer move the policy (KL to the initial policy), did
+# it stop exploring (entropy), how much compute did it spend (FLOPs, App. I)? App. E checks each
+# trained arm against the **four prespecified guards** (deal rate holds while U~ rises, flat
+# parse-failure rate, mean turns below the cap, transcripts read by hand), then **Table 5** (the
+# guards side by side at one size, with the post-hoc buyer split), **Table 6** (buyer's-voice openers
+# on the held-out domain) and the post-hoc **style diagnostics**. Sampled transcripts of every
+# trained arm close the notebook: the hand-read guard.
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from negolib.agents.factory import ModelCache, describe_models
+from negolib.book import open_book
+from negolib.diagnostics import sample_transcripts, style_table
+from negolib.domains import load_domains
+from negolib.tables import (
+    guards_frame,
+    simple_table,
+    style_diag_table,
+    table5,
+    table6_from_style,
+    training_summary,
+    training_table,
+)
+
+# %% tags=["parameters"]
+params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
+output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
+
+# %%
+B = open_book(params_path, output_dir or None)
+P, paper = B.params, B.paper
+R = B.results()
+records = B.records()
+runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds]
+trained = [(a, g.base) for g in P.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)
+           if a and a in R.arms and g.base in R.arms]
+print(f"{len(records)} transcripts; {len(runs)} training runs; trained arms evaluated: {[a for a, _ in trained]}")
+
+# %% [markdown]
+# ## Training diagnostics (App. D)
+# From each run's step log: reward, score, deal rate, the logged k3 KL to the initial policy and the
+# policy entropy (first → last step), validation S, wall time, and the training FLOPs of App. I
+# (2·N·D_gen + 6·N·D_train from the logged token counts; N from the loaded initial weights).
+
+# %%
+cache = ModelCache()
+inits = {r: P.training.runs[r].init.split("@")[0] for r, _ in runs}
+init_arms = sorted({a for a in inits.values() if a in P.arms})
+sizes = {row["arm"]: row.get("params") for row in describe_models(P, init_arms, cache)}
+logs = {(r, s): B.training_log(r, s) for r, s in runs}
+vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
+n_params = {r: sizes.get(a) for r, a in inits.items()}
+display(B.save_table(training_table(training_summary(logs, vals, n_params), paper)))
+
+# %% [markdown]
+# ## The four prespecified guards, per trained arm (App. E)
+# Each trained arm against its same-size base on their paired episodes, with paired seed-cluster
+# intervals on each change. The fourth guard is the transcripts at the end of this notebook.
+
+# %%
+guards = guards_frame(R.an, trained)
+display(B.save_table(simple_table("guards", "Prespecified guards of every trained arm",
+                                  guards.set_index(["arm", "guard"]) if len(guards) else guards)))
+
+# %% [markdown]
+# ## Table 5: the guards side by side at each size
+# S, deal rate, deal-only U~, the seller's own bad-parse rate, turns and the post-hoc buyer split
+# (S against the first buyer of `design.buyer_split` minus S against the second: in the paper,
+# GPT-5.6-Terra, which shares the training pool's model family, minus Claude Sonnet 5).
+
+# %%
+for g in P.design.sizes:
+    display(B.save_table(table5(R.est, R.est, g, P, paper)))
+
+# %% [markdown]
+# ## Table 6: buyer's-voice openers on the held-out domain
+# One detector over every arm's opening turns on the withheld domain. Absolute rates depend on the
+# detector's breadth; only within-table comparisons are meaningful.
+
+# %%
+held = {d for d, dom in load_domains().items() if dom.held_out}
+held_records = [r for r in records if r["domain"] in held]
+display(B.save_table(table6_from_style(style_table(held_records) if held_records else pd.DataFrame(), P, paper)))
+
+# %% [markdown]
+# ## Style diagnostics (post hoc, App. E)
+# Opener concentration, repeated openers, "I appreciate", JSON leakage into the prose, unfilled
+# placeholders, buyer voice, closing turns that name the concession, and deals closed at or after
+# turn 16. The paper reports these for a few arms (e.g. its 31B 3× LR arm: 30.3% of seller turns
+# begin with the same three words).
+
+# %%
+display(B.save_table(style_diag_table(style_table(records) if records else pd.DataFrame(), P, paper)))
+
+# %% [markdown]
+# ## Transcripts of every trained arm (the hand-read guard)
+# A seeded sample per trained arm (the paper read five per arm and domain family). Each shows the
+# prose the counterpart read and the parsed action of every turn, then the final ledger.
+
+# %%
+for arm, _ in trained:
+    sample = sample_transcripts(records, arm, n=2, seed=P.seed, max_chars=300)
+    for row in sample.itertuples():
+        print(f"=== {arm} | {row.domain} | seed {row.seed} | {row.buyer}: {row.status}, S = {row.score:.3f}")
+        print(row.transcript[:3000], "\n")
+if not trained:
+    print("no trained arm evaluated in this profile")

@@ -1,0 +1,122 @@
+"""The book runner: executes notebooks with papermill, resumes, names a failing notebook and cell,
+writes the index; and the interactive helpers of notebook 01 (headless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from negolib.book import BookError, BookPaths, BuyerSession, EpisodeExplorer, open_book, resolve_notebooks, run_book
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "params" / "smoke.yaml"
+
+HEADER = """# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+"""
+PARAMS = """
+# %% tags=["parameters"]
+params_path: str = "../params/smoke.yaml"
+output_dir: str = ""
+"""
+GOOD = HEADER + PARAMS + """
+# %%
+from pathlib import Path
+from negolib.book import open_book
+B = open_book(params_path, output_dir or None)
+(B.paths.tables / "marker.md").write_text(B.params.profile)
+"""
+BAD = HEADER + PARAMS + """
+# %%
+x = 1
+
+# %%
+raise ValueError("boom in the second cell")
+"""
+
+
+def test_resolve_notebooks_by_prefix():
+    assert resolve_notebooks(["05", "01_environment"]) == ["01_environment", "05_results"]
+    assert resolve_notebooks(None)[0] == "01_environment" and len(resolve_notebooks(None)) == 9
+    with pytest.raises(ValueError, match="no notebook matches"):
+        resolve_notebooks(["99"])
+
+
+def test_runner_executes_resumes_and_indexes(tmp_path):
+    nbs = tmp_path / "nb"
+    nbs.mkdir()
+    (nbs / "01_environment.py").write_text(GOOD)
+    (nbs / "02_setup.py").write_text(GOOD.replace("marker", "marker2"))
+    out = tmp_path / "out"
+    r1 = run_book(SMOKE, output_dir=out, folder=nbs, progress=False)
+    assert r1.ok, r1.error
+    assert r1.executed == ["01_environment", "02_setup"]
+    assert (out / "notebooks" / "01_environment.ipynb").exists()
+    assert (out / "tables" / "marker.md").read_text() == "smoke"
+    index = (out / "index.md").read_text()
+    assert "notebooks/01_environment.ipynb" in index and "notebooks/02_setup.ipynb" in index
+    assert (out / "index.html").exists()
+    r2 = run_book(SMOKE, output_dir=out, folder=nbs, progress=False)
+    assert r2.skipped == ["01_environment", "02_setup"] and r2.executed == []
+    (nbs / "02_setup.py").write_text(GOOD.replace("marker", "marker3"))
+    r3 = run_book(SMOKE, output_dir=out, folder=nbs, progress=False)
+    assert r3.skipped == ["01_environment"] and r3.executed == ["02_setup"]
+    r4 = run_book(SMOKE, output_dir=out, folder=nbs, progress=False, resume=False)
+    assert r4.executed == ["01_environment", "02_setup"]
+    assert "budget" in str(r4)
+
+
+def test_runner_names_the_failing_notebook_and_cell(tmp_path):
+    nbs = tmp_path / "nb"
+    nbs.mkdir()
+    (nbs / "01_environment.py").write_text(GOOD)
+    (nbs / "02_setup.py").write_text(BAD)
+    out = tmp_path / "out"
+    res = run_book(SMOKE, output_dir=out, folder=nbs, progress=False)
+    assert not res.ok
+    err = res.error
+    assert isinstance(err, BookError)
+    assert err.notebook == "02_setup" and err.cell_index == 2
+    assert "raise ValueError" in err.first_line and "boom in the second cell" in str(err)
+    assert "02_setup" in str(err) and "cell 2" in str(err)
+    assert [r.status for r in res.runs] == ["ok", "failed"]
+    with pytest.raises(BookError, match="02_setup failed at cell 2"):
+        run_book(SMOKE, output_dir=out, folder=nbs, progress=False, raise_on_error=True)
+    # the good notebook is not re-run after the failure
+    again = run_book(SMOKE, output_dir=out, folder=nbs, progress=False)
+    assert again.runs[0].status == "skipped"
+
+
+def test_book_paths_and_context(tmp_path):
+    b = open_book(SMOKE, tmp_path / "o")
+    assert isinstance(b.paths, BookPaths)
+    assert b.paths.transcripts.parent.is_dir() and b.paths.tables.is_dir()
+    assert b.episodes().empty and b.records() == []
+    assert b.paper.arm("e2b_base")["deal_rate"] == 0.939
+
+
+def test_explorer_and_buyer_session_headless(tmp_path):
+    b = open_book(SMOKE, tmp_path / "o")
+    ex = EpisodeExplorer(b)
+    rec = ex.play("car", 5_000_053, "hardheaded", "buyer_linear")
+    assert rec["status"] in ("deal", "no_deal") and rec["turns"]
+    turn, table = ex.turn(rec, 1)
+    assert turn["role"] == "seller" and "seller contribution" in table.columns
+    assert set(table.index) >= {"price", "model"}
+    s = BuyerSession(b, "boulware", "car", 5_000_053, cache=ex.cache)
+    assert len(s.episode.turns) == 1  # the seller opened
+    assert "weight" in s.brief().columns
+    new = s.buyer_turn("I'd like a lower price.", {"price": 30})
+    assert [t.role for t in new] == ["buyer", "seller"]
+    s.buyer_turn("Deal.", accept=True)
+    assert s.episode.done and "episode over" in s.status()
