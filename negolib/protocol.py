@@ -18,7 +18,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from negolib.domains import Domain, Issue
 
@@ -28,6 +28,7 @@ TERM_KEYS = frozenset({"name", "value"})
 MAX_TEXT_CHARS = 16_000
 MAX_TERMS = 64
 _DECODER = json.JSONDecoder()
+_SCALARS = frozenset({str, int, float, bool})  # JSON decoding yields exactly these types
 
 # Chat-template tags of common model families; none may reach counterpart-visible text.
 TEMPLATE_TAG_RE = re.compile(
@@ -39,8 +40,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u2028\u2
 _FENCE_RE = re.compile(r"```[a-zA-Z]*")
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     """One named term as written by a party (value not yet checked against the schema)."""
 
     name: str
@@ -84,6 +84,7 @@ def clean_prose(text: str) -> str:
         text = _CONTROL_RE.sub("", text)
     if "`" in text:
         text = _FENCE_RE.sub("", text)
+    text = text.strip()
     if "  " in text or "\t" in text or "\n" in text:
         text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
         text = re.sub(r"\n{3,}", "\n\n", text)
@@ -129,14 +130,15 @@ def _validate(obj: dict[str, Any]) -> Action:
         raise ValueError(f"too many terms ({len(raw_terms)} > {MAX_TERMS})")
     terms = []
     for i, t in enumerate(raw_terms):
-        if not isinstance(t, dict) or len(t) != 2 or "name" not in t or "value" not in t:
+        if type(t) is not dict or len(t) != 2 or "name" not in t or "value" not in t:
             raise ValueError(f"terms[{i}] must be an object with exactly 'name' and 'value'")
         name, value = t["name"], t["value"]
-        if not isinstance(name, str) or not name.strip() or len(name) > 80:
+        if type(name) is not str or not name.strip() or len(name) > 80:
             raise ValueError(f"terms[{i}].name must be a non-empty string")
-        if not isinstance(value, (str, int, float, bool)) or (isinstance(value, str) and len(value) > 200):
+        kind_of_value = type(value)
+        if kind_of_value not in _SCALARS or (kind_of_value is str and len(value) > 200):
             raise ValueError(f"terms[{i}].value must be a string, number or boolean")
-        if isinstance(value, float) and not math.isfinite(value):
+        if kind_of_value is float and not math.isfinite(value):
             raise ValueError(f"terms[{i}].value must be finite")
         terms.append(Term(name.strip(), value))
     notes = obj.get("notes", "")
@@ -185,6 +187,9 @@ def canonical_value(issue: Issue, value: Any) -> tuple[bool, Any]:
     level, matched case-insensitively. Binary: a boolean or 'true'/'false'/'yes'/'no'.
     """
     if issue.kind == "continuous":
+        kind_of_value = type(value)
+        if kind_of_value is float or kind_of_value is int:  # the common case, straight from JSON
+            return (True, float(value)) if math.isfinite(value) else (False, None)
         if isinstance(value, bool):
             return False, None
         if isinstance(value, str):

@@ -150,9 +150,10 @@ class ScriptedAgent(Agent):
             return _ACCEPT[pick % len(_ACCEPT)] + "\n" + _ACCEPT_JSON
         openers = _OPEN if len(view.history) < 2 else _COUNTER
         opener = openers[pick % len(openers)]
-        changed = [i for i in view.domain.issues if view.ledger.get(i.name) != bid[i.name]]
-        shown = sorted(changed or list(view.domain.issues), key=lambda i: -view.prefs.weights[
-            view.domain.index(i.name)])[:2]
+        ledger, weights = view.ledger, view.prefs.weights
+        ranked = [(-weights[k], k) for k, i in enumerate(view.domain.issues) if ledger.get(i.name) != bid[i.name]]
+        ranked = ranked or [(-w, k) for k, w in enumerate(weights)]
+        shown = [view.domain.issues[k] for _, k in sorted(ranked)[:2]]  # the two heaviest terms that moved
         detail = " and ".join(f"{i.name.replace('_', ' ')} at {_fmt_value(i, bid[i.name])}" for i in shown)
         prose = f"{opener}I can offer {detail}, with the other terms as listed."
         action = {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in bid.items()]}
