@@ -42,7 +42,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "05_results": ("04_evaluation",),
     "06_appendix_b_c": ("04_evaluation",),
     "07_appendix_d_e": ("03_training", "04_evaluation"),
-    "08_appendix_g_k": ("04_evaluation",),
+    "08_appendix_g_k": ("03_training", "04_evaluation"),
     "09_beyond": ("03_training", "04_evaluation"),
 }
 STATE_FILE = "book_state.json"
@@ -203,12 +203,15 @@ class Book:
                 if s.backend in ("openai", "anthropic")}
 
     def prices(self) -> tuple[dict[str, Any], list[str]]:
-        """(the params price table as :class:`negolib.cost.Price` values, API models without a price)."""
-        from negolib.cost import price_table
+        """(the params price table as :class:`negolib.cost.Price` values, API models without a price).
+
+        Unpriced API models get a zero price in the table so that calls and tokens are still counted;
+        callers must not report USD for them (they are listed in the second element)."""
+        from negolib.cost import Price, price_table
 
         table = price_table({m: {"input": p.input, "output": p.output} for m, p in self.params.prices.items()})
         unpriced = sorted({m for m in self.api_models().values() if m not in table})
-        return table, unpriced
+        return {**table, **{m: Price(0.0, 0.0) for m in unpriced}}, unpriced
 
     def records(self, beyond: bool = False) -> list[dict[str, Any]]:
         """The complete transcript records (for turn-level diagnostics and figures)."""

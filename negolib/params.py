@@ -255,8 +255,12 @@ class Params:
 
     @property
     def paper_reported_path(self) -> Path:
+        """The paper's numbers: relative to the project root, else to the negobook checkout."""
         p = Path(self.paper_reported)
-        return p if p.is_absolute() else Path(self.root) / p
+        if p.is_absolute():
+            return p
+        local = Path(self.root) / p
+        return local if local.exists() else Path(__file__).resolve().parent.parent / p
 
     def with_output_dir(self, output_dir: str | Path) -> Params:
         """A copy writing under ``output_dir`` (papermill's ``output_dir`` parameter)."""

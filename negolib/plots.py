@@ -220,7 +220,7 @@ def figure2(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         _draw_points(bx, [(d[0], d[1], d[2], d[3], d[4]) for d in diffs])
         for d in diffs:
-            if d[1] == "shared" or d[5] == "*":
+            if d[1] == "shared" or d[5] in ("*", "n.s."):
                 bx.annotate(f"{d[2]:+.3f}{d[5] if d[5] in ('*', 'e') else ' ' + d[5] if d[5] else ''}",
                             (d[0] + 0.08, d[2]), fontsize=7)
         bx.axhline(0, color="k", lw=0.8)

@@ -83,11 +83,11 @@ print("arms evaluated now:", ", ".join(ready))
 # %%
 store = TranscriptStore(B.paths.transcripts)
 prices, unpriced = B.prices()
-api = {n: m for n, m in B.api_models().items() if m not in unpriced}
 if B.api_models():
     if unpriced:
-        print(f"no price configured for {unpriced}: set params.prices to see USD (calls are still counted)")
-    est = dry_run(build_specs(protocol, ready), api, prices, done=store.completed_keys())
+        print(f"no price configured for {unpriced}: their USD is left out (set params.prices); calls and "
+              "tokens are counted")
+    est = dry_run(build_specs(protocol, ready), B.api_models(), prices, done=store.completed_keys())
 else:
     print("no API-served party in this profile: nothing is billed")
 
@@ -122,7 +122,8 @@ display(B.save_table(simple_table("pilot_gate", "Pilot gate: per arm x buyer cel
 
 # %%
 with summarize_warnings():
-    result = evaluate_arms(protocol, agents, store, progress=True, arms=ready, deviations=deviations)
+    result = evaluate_arms(protocol, agents, store, progress=True, arms=ready, deviations=deviations,
+                           max_batch=P.evaluation.batch_size)
 print(f"played {len(result.records)} episodes now, {result.skipped} were already complete; "
       f"{len(result.errors)} error rows (a re-run completes them)")
 

@@ -58,6 +58,10 @@ st = paper.get("statistics")
 paper_p = {"p at 2.3B / at 4.5B-31B": f"{st['primary_p_e2b']} / <= {st['primary_p_max_significant']:g}"}
 title = "Primary family: trained − base (Holm)"
 display(B.save_table(simple_table("primary_family", title, family, paper_values=paper_p)))
+for r in prim.itertuples():
+    verdict = "excludes zero after Holm" if r.significant else "does not exclude zero"
+    print(f"{r.arm_a} − {r.arm_b}: {r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] over {r.n_clusters} seed "
+          f"clusters: the interval {verdict}")
 
 # %% [markdown]
 # ## Table 1: paired gains by size and learning rate

@@ -62,8 +62,7 @@ display(B.save_table(table7(R.est, serving, P, paper)))
 # %%
 prices, unpriced = B.prices()
 api = B.api_models()
-priced = {n: m for n, m in api.items() if m not in unpriced}
-costs = cost_frame(records, prices, priced) if records else pd.DataFrame()
+costs = cost_frame(records, prices, api) if records else pd.DataFrame()
 display(B.save_table(cost_table(cost_by_arm(costs, P, api, unpriced) if len(costs) else costs, paper)))
 
 # %% [markdown]

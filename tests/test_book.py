@@ -120,3 +120,48 @@ def test_explorer_and_buyer_session_headless(tmp_path):
     assert [t.role for t in new] == ["buyer", "seller"]
     s.buyer_turn("Deal.", accept=True)
     assert s.episode.done and "episode over" in s.status()
+
+
+API_PROFILE = """
+profile: apitest
+evaluation:
+  buyers: [buyer_linear, buyer_hardheaded]
+  seeds_per_domain: 2
+  domains: [job_offer, car]
+  max_rounds: 3
+  pilot_episodes: 1
+arms:
+  boulware: {backend: scripted, strategy: boulware}
+  api_seller:
+    backend: openai
+    model: test-model
+    base_url: BASE_URL
+    api_key_env: NEGOBOOK_TEST_KEY
+    sampling: {temperature: 1.0, top_p: 0.95, top_k: 64, max_new_tokens: 64}
+buyers:
+  buyer_linear: {backend: scripted, strategy: linear}
+  buyer_hardheaded: {backend: scripted, strategy: hardheaded}
+statistics: {n_resamples: 200, refine: false}
+prices: {test-model: {input: 2.0, output: 8.0}}
+"""
+
+
+def test_api_arm_through_the_book_never_leaks_its_key(tmp_path, monkeypatch):
+    """04 and 08 against a local OpenAI-compatible server over real HTTP: the dry run, the pilot gate,
+    the evaluation and the cost table work, and the sentinel key appears in no output file."""
+    from servers import ChatServer
+
+    sentinel = "sk-SENTINEL-negobook-0123456789"
+    monkeypatch.setenv("NEGOBOOK_TEST_KEY", sentinel)
+    with ChatServer("openai") as server:
+        prof = tmp_path / "api.yaml"
+        prof.write_text(API_PROFILE.replace("BASE_URL", server.base_url))
+        res = run_book(prof, notebooks=["04", "08"], output_dir=tmp_path / "out", progress=False)
+        assert res.ok, res.error
+        assert server.stats.requests > 0
+    out = tmp_path / "out"
+    cost = (out / "tables" / "cost.md").read_text()
+    assert "api_seller" in cost and "API" in cost
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert sentinel not in path.read_text(errors="ignore"), f"key leaked into {path}"
