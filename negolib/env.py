@@ -14,12 +14,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from negolib.domains import Domain
 from negolib.protocol import apply_terms, parse_action
 from negolib.scenarios import PartyPrefs, Role, Scenario, other
-from negolib.utility import contributions
+from negolib.utility import contributions, normalized_utility
 
 
 @dataclass(frozen=True)
@@ -233,4 +231,4 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 def opening_score(scenario: Scenario, ledger: Mapping[str, Any]) -> float:
     """The seller's U~ if ``ledger`` were accepted as it stands."""
-    return float(np.clip(contributions(scenario.domain, scenario.seller, ledger).sum(), 0, 1))
+    return normalized_utility(scenario.domain, scenario.seller, ledger)

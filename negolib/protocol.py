@@ -130,7 +130,7 @@ def _validate(obj: dict[str, Any]) -> Action:
         raise ValueError(f"too many terms ({len(raw_terms)} > {MAX_TERMS})")
     terms = []
     for i, t in enumerate(raw_terms):
-        if type(t) is not dict or len(t) != 2 or "name" not in t or "value" not in t:
+        if type(t) is not dict or t.keys() != TERM_KEYS:
             raise ValueError(f"terms[{i}] must be an object with exactly 'name' and 'value'")
         name, value = t["name"], t["value"]
         if type(name) is not str or not name.strip() or len(name) > 80:

@@ -31,3 +31,15 @@ def car_scenario():
     from negolib.scenarios import make_scenario
 
     return make_scenario(get_domain("car"), 5_000_053)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and on a shared 2-core machine thread spin-waits
+    can slow them tenfold; restored after the module (use with ``pytest.mark.usefixtures``)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -20,17 +20,7 @@ from negolib.rollout import make_specs, run_episodes
 from negolib.sampling import SamplingConfig, SamplingDriftWarning, derive_seed, drift, warn_drift
 from negolib.scenarios import scenario_set
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny models gain nothing from threads, and on a shared 2-core machine thread spin-waits
-    can slow them tenfold; restored after the module."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
