@@ -3,10 +3,11 @@
 # initialised ~1B Llama, printing the step time split (generation / buyer turns / update) and the
 # generation tokens/s. Arguments are passed to benchmarks/gpu_grpo_check.py (see --help).
 #
-# The lent GPU image has torch and transformers but not trl or datasets (and no network). On the CPU
-# machine, once:   benchmarks/gpu_check.sh --prepare
-# copies trl, datasets and their missing pure-Python deps (dill, multiprocess) from this venv, and the
-# SmolLM2 tokenizer files if cached, into .cache/gpu_pkgs (git-ignored). Then on the device:
+# The lent GPU image (Python 3.12) has torch and transformers but not trl or datasets (and no network).
+# On the CPU machine, once:   benchmarks/gpu_check.sh --prepare
+# downloads Python 3.12 wheels of trl, datasets and their missing deps (dill, multiprocess) at the
+# versions pinned here, and copies the SmolLM2 tokenizer files if cached, into .cache/gpu_pkgs
+# (git-ignored, ~2 MB). On the device the wheels are installed into a temporary folder. Then:
 #   run(command="bash benchmarks/gpu_check.sh --json $OUT/gpu_check.json", carry=[".cache/gpu_pkgs"])
 # CPU smoke test of the same script:   benchmarks/gpu_check.sh --dry-run
 set -euo pipefail
@@ -16,11 +17,17 @@ PKGS="$ROOT/.cache/gpu_pkgs"
 
 if [ "${1:-}" = "--prepare" ]; then
     PY=${PYTHON:-"$ROOT/.venv/bin/python"}
-    SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    mkdir -p "$PKGS"
-    for pkg in trl datasets dill multiprocess _multiprocess; do
-        if [ -e "$SITE/$pkg" ]; then rm -rf "${PKGS:?}/$pkg"; cp -r "$SITE/$pkg" "$PKGS/"; fi
-    done
+    VERSIONS=$("$PY" - <<'PYEOF'
+from importlib.metadata import version
+print(" ".join(f"{p}=={version(p)}" for p in ("trl", "datasets", "dill", "multiprocess")))
+PYEOF
+)
+    rm -rf "${PKGS:?}/wheels"
+    mkdir -p "$PKGS/wheels"
+    # shellcheck disable=SC2086
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d "$PKGS/wheels" $VERSIONS
     find "$PKGS" -name __pycache__ -type d -prune -exec rm -rf {} +
     TOK="${NEGOBOOK_CACHE:-$HOME/.cache/negobook}/models/smollm2-135m-instruct"
     [ -n "${NEGOBOOK_CACHE:-}" ] && TOK="$NEGOBOOK_CACHE/models/smollm2-135m-instruct"
@@ -38,7 +45,11 @@ if [ -z "$PY" ]; then
     if [ -x "$ROOT/.venv/bin/python" ] && [ "${1:-}" = "--dry-run" ]; then PY="$ROOT/.venv/bin/python"; else PY=python3; fi
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-[ -d "$PKGS" ] && export PYTHONPATH="$PYTHONPATH:$PKGS"
+if [ -d "$PKGS/wheels" ] && ! "$PY" -c "import trl, datasets" 2>/dev/null; then
+    SITE_DIR=$(mktemp -d /tmp/negobook-site-XXXX)
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE_DIR" "$PKGS"/wheels/*.whl
+    export PYTHONPATH="$PYTHONPATH:$SITE_DIR"
+fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 if ! "$PY" -c "import trl, datasets" 2>/dev/null; then
     echo "gpu_check: trl/datasets not importable by $PY; run 'benchmarks/gpu_check.sh --prepare' on the CPU" \

@@ -71,6 +71,7 @@ class HistoryEntry:
     prose: str
     ledger: Mapping[str, Any]
     raw: str | None = None
+    offered: bool = True  # the turn's action parsed, so the ledger holds an offer this party made
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ class Episode:
         self.turns.append(rec)
         for viewer in ("seller", "buyer"):  # ledger snapshots are shared, never mutated afterwards
             self._history[viewer].append(HistoryEntry(rec.turn, role, rec.prose, rec.ledger,
-                                                      text if viewer == role else None))
+                                                      text if viewer == role else None, act is not None))
         if act is not None and act.kind == "ACCEPT":
             self._accept_terms = bool(act.terms)
             self._close(True, role)

@@ -142,3 +142,21 @@ def test_hardheaded_opponent_model_learns_preferred_levels(car_scenario):
 def test_unknown_strategy_is_a_clear_error():
     with pytest.raises(ValueError, match="choose from"):
         make_scripted("genius")
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_a_bad_parse_turn_makes_no_offer_to_accept(strategy):
+    """After a seller turn that does not parse, the ledger still holds the buyer's own offer: the
+    buyer must counter again, not accept its own terms (a model that never parses gets no deal)."""
+    for scenario in SCENARIOS[:6]:
+        buyer = make_scripted(strategy, seed=0)
+        ep = Episode(scenario)
+        while not ep.done:
+            if ep.to_move == "seller":
+                ep.step("I think we are close, don't you?")  # no JSON: the seller never makes an offer
+            else:
+                reply = buyer.act(ep.view()).text
+                assert parse_action(reply).action.kind == "COUNTER"
+                ep.step(reply)
+        assert ep.done and not ep.outcome.deal
+        assert ep.view("buyer").history[0].offered is False

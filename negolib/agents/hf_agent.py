@@ -80,7 +80,7 @@ def _recorder(temperature: float) -> Any:
                 self.steps.append(self.prev.gather(1, new_tokens[:, -1:]).squeeze(1))
                 self.prev = None
             if not self.steps:
-                return torch.zeros(new_tokens.shape, dtype=torch.float32)
+                return torch.zeros(new_tokens.shape, dtype=torch.float32, device=new_tokens.device)
             return torch.stack(self.steps, dim=1)
 
     return LogprobRecorder()
@@ -251,8 +251,9 @@ class HFAgent(Agent):
                                            logits_processor=LogitsProcessorList([rec]), **kw)
         finally:
             self.model.generation_config = saved
-        new = seqs[:, width:].cpu()
-        lp = rec.finish(new).cpu()
+        new = seqs[:, width:]
+        lp = rec.finish(new).cpu()  # the recorder's log-probs live on the model's device
+        new = new.cpu()
         stops = set(self.tags.stop_ids)
         comps, lps, fins = [], [], []
         for i in range(new.shape[0]):

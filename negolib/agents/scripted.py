@@ -133,8 +133,13 @@ class ScriptedAgent(Agent):
         return normalized_utility(view.domain, view.prefs, ledger)
 
     def accepts(self, view: PartyView, next_bid_utility: float) -> bool:
-        """AC_next with a reservation floor; only a ledger the counterpart has touched is accepted."""
-        if not view.history or view.history[-1].role == view.role:
+        """AC_next with a reservation floor, applied only to an offer the counterpart just made.
+
+        A counterpart turn that did not parse makes no offer (the ledger still holds this party's
+        own last offer), so it is answered with a counter, never an accept **(ours)**.
+        """
+        last = view.history[-1] if view.history else None
+        if last is None or last.role == view.role or not last.offered:
             return False
         u = self.utility(view, view.ledger)
         return u >= view.prefs.reservation and u >= next_bid_utility
