@@ -145,6 +145,8 @@ class TrainingRun:
 
     ``init`` is an arm name (an ``hf`` arm) or ``run@step`` (a continuation from a checkpoint).
     ``config`` is passed to ``negolib.training.TrainConfig`` as overrides (checked there).
+    ``warmup`` (overrides of ``negolib.training.warmup.WarmupConfig``; absent: none) runs a short
+    supervised format warm-up before GRPO; the warmed-up model is then the run's step 0.
     """
 
     init: str
@@ -152,6 +154,7 @@ class TrainingRun:
     seeds: list[int] = field(default_factory=lambda: [0])
     scaffold: Scaffold = "training"
     config: dict[str, Any] = field(default_factory=dict)
+    warmup: dict[str, Any] | None = None
     notes: str = ""
 
 
@@ -547,6 +550,17 @@ def train_config(params: Params, run: str, seed: int | None = None) -> Any:
     return TrainConfig.from_params(merged, source=f"{params.source}: training.runs.{run}.config")
 
 
+def warmup_config(params: Params, run: str, seed: int | None = None) -> Any:
+    """The run's ``negolib.training.warmup.WarmupConfig`` (seeded by the run seed), or None."""
+    from negolib.training.warmup import WarmupConfig
+
+    r = params.training.runs[run]
+    if r.warmup is None:
+        return None
+    merged = {"seed": r.seeds[0] if seed is None else seed, **r.warmup}
+    return WarmupConfig.from_params(merged, source=f"{params.source}: training.runs.{run}.warmup")
+
+
 def _check_training(p: Params) -> None:
     try:
         import negolib.training.config  # noqa: F401
@@ -554,6 +568,7 @@ def _check_training(p: Params) -> None:
         return
     for run in p.training.runs:
         train_config(p, run)
+        warmup_config(p, run)
 
 
 def _domain_names() -> set[str]:

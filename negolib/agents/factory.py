@@ -78,10 +78,23 @@ def resolve_model_path(spec: AgentSpec, params: Params | None = None) -> str:
 
 def checkpoint_dir(params: Params, spec: AgentSpec) -> Path:
     """The checkpoint of a ``trained`` arm: ``<out>/training/<run>[/seed-<s>]/checkpoints/checkpoint-<step>``
-    (the last complete checkpoint when ``step`` is unset)."""
+    (the last complete checkpoint when ``step`` is unset). ``step: 0`` is the policy GRPO started
+    from: the run's format warm-up model if it has one, else its ``init`` weights."""
     from negolib.training.checkpoints import last_checkpoint
+    from negolib.training.warmup import warmup_dir, warmup_ready
 
-    run_dir = training_run_dir(params, spec.run or "", spec.train_seed) / "checkpoints"
+    base_dir = training_run_dir(params, spec.run or "", spec.train_seed)
+    run_dir = base_dir / "checkpoints"
+    if spec.step == 0:
+        r = params.training.runs.get(spec.run or "")
+        if r is not None and r.warmup is not None:
+            if not warmup_ready(base_dir):
+                raise FileNotFoundError(f"{params.source}: run {spec.run!r} has no finished format warm-up under "
+                                        f"{base_dir / 'warmup'} (run notebook 03 first)")
+            return warmup_dir(base_dir)
+        init = (r.init if r is not None else "").split("@")[0]
+        if init in params.arms:
+            return Path(_local_path(params.arms[init], params))
     if spec.step is not None:
         path = run_dir / f"checkpoint-{spec.step}"
         if not path.is_dir():
@@ -227,7 +240,7 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
     """
     import dataclasses
 
-    from negolib.params import train_config
+    from negolib.params import train_config, warmup_config
     from negolib.training import train
 
     r = params.training.runs[run]
@@ -243,8 +256,26 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
         init = str(parent)
         config = dataclasses.replace(config, continue_from=init)
     buyers = build_agents(params, list(r.buyers), seed, cache)
-    return train(config, init, training_run_dir(params, run, seed), buyers=buyers, progress=progress,
-                 resume=resume)
+    out = training_run_dir(params, run, seed)
+    warm = warmup_config(params, run, seed)
+    if warm is not None:  # supervised format warm-up first; GRPO (and its KL reference) start from it
+        import torch
+
+        from negolib.training.data import env_config, scenario_items
+        from negolib.training.warmup import run_format_warmup
+
+        cuda = torch.cuda.is_available()
+        init = str(run_format_warmup(_model_folder(init), out, warm, scenario_items(config), buyers,
+                                     env_config(config), dtype=config.resolved_dtype(cuda),
+                                     device="cuda" if cuda else "cpu", progress=progress))
+    return train(config, init, out, buyers=buyers, progress=progress, resume=resume)
+
+
+def _model_folder(path: str) -> str:
+    """A packaged model name resolved to its converted local folder; anything else unchanged."""
+    from negolib.models import LOCAL_MODELS, local_model_dir
+
+    return str(local_model_dir(path)) if path in LOCAL_MODELS else path
 
 
 def _local_path(spec: AgentSpec, params: Params) -> str:

@@ -116,6 +116,11 @@ class ScriptedAgent(Agent):
 
     backend = "scripted"
 
+    max_terms: int | None = None
+    """Name at most this many terms per counter: those that differ from the ledger, heaviest (for
+    this party) first. ``None`` names every term. The ledger persists, so a compact counter is the
+    same offer in fewer tokens (used for the format warm-up's demonstrations)."""
+
     def __init__(self, name: str, seed: int = 0) -> None:
         self.name, self.seed = name, seed
 
@@ -161,11 +166,16 @@ class ScriptedAgent(Agent):
         shown = [view.domain.issues[k] for _, k in sorted(ranked)[:2]]  # the two heaviest terms that moved
         detail = " and ".join(f"{i.name.replace('_', ' ')} at {_fmt_value(i, bid[i.name])}" for i in shown)
         prose = f"{opener}I can offer {detail}, with the other terms as listed."
-        action = {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in bid.items()]}
+        named = bid
+        if self.max_terms is not None:
+            moved = [view.domain.issues[k].name for _, k in sorted(ranked)][: self.max_terms]
+            named = {k: bid[k] for k in moved}
+        action = {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in named.items()]}
         return prose + "\n" + _ENCODE(action)
 
     def settings(self) -> dict[str, Any]:
-        return {"backend": self.backend, "name": self.name, "strategy": type(self).__name__, "seed": self.seed}
+        return {"backend": self.backend, "name": self.name, "strategy": type(self).__name__, "seed": self.seed,
+                "max_terms": self.max_terms}
 
 
 class FixedOfferAgent(ScriptedAgent):
@@ -312,8 +322,14 @@ STRATEGIES = {
 }
 
 
-def make_scripted(strategy: str, name: str | None = None, seed: int = 0, **params: Any) -> ScriptedAgent:
-    """Build a scripted agent by strategy name (see :data:`STRATEGIES`)."""
+def make_scripted(strategy: str, name: str | None = None, seed: int = 0, max_terms: int | None = None,
+                  **params: Any) -> ScriptedAgent:
+    """Build a scripted agent by strategy name (see :data:`STRATEGIES`); ``max_terms`` makes its
+    counters compact (see :attr:`ScriptedAgent.max_terms`)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown scripted strategy {strategy!r}; choose from {sorted(STRATEGIES)}")
-    return STRATEGIES[strategy](name or strategy, seed, **params)
+    if max_terms is not None and max_terms < 1:
+        raise ValueError(f"max_terms must be >= 1 or None, got {max_terms}")
+    agent = STRATEGIES[strategy](name or strategy, seed, **params)
+    agent.max_terms = max_terms
+    return agent
