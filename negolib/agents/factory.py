@@ -282,10 +282,7 @@ def _local_path(spec: AgentSpec, params: Params) -> str:
     """The folder of an LM arm's weights on this machine (converting a packaged model once)."""
     if spec.backend == "trained":
         return str(checkpoint_dir(params, spec))
-    path = resolve_model_path(spec, params)
-    from negolib.models import LOCAL_MODELS, local_model_dir
-
-    return str(local_model_dir(path)) if path in LOCAL_MODELS else path
+    return _model_folder(resolve_model_path(spec, params))
 
 
 def describe_models(params: Params, names: Sequence[str] | None = None,

@@ -163,12 +163,13 @@ class ScriptedAgent(Agent):
         ledger, weights = view.ledger, view.prefs.weights
         ranked = [(-weights[k], k) for k, i in enumerate(view.domain.issues) if ledger.get(i.name) != bid[i.name]]
         ranked = ranked or [(-w, k) for k, w in enumerate(weights)]
-        shown = [view.domain.issues[k] for _, k in sorted(ranked)[:2]]  # the two heaviest terms that moved
+        heaviest = [k for _, k in sorted(ranked)]
+        shown = [view.domain.issues[k] for k in heaviest[:2]]  # the two heaviest terms that moved
         detail = " and ".join(f"{i.name.replace('_', ' ')} at {_fmt_value(i, bid[i.name])}" for i in shown)
         prose = f"{opener}I can offer {detail}, with the other terms as listed."
         named = bid
         if self.max_terms is not None:
-            moved = [view.domain.issues[k].name for _, k in sorted(ranked)][: self.max_terms]
+            moved = [view.domain.issues[k].name for k in heaviest[: self.max_terms]]
             named = {k: bid[k] for k in moved}
         action = {"action": "COUNTER", "terms": [{"name": k, "value": v} for k, v in named.items()]}
         return prose + "\n" + _ENCODE(action)

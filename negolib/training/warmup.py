@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
 import time
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -72,32 +72,20 @@ class WarmupConfig:
 
     @classmethod
     def from_params(cls, raw: Mapping[str, Any] | None, source: str = "warmup") -> WarmupConfig:
-        """Build from a params mapping; unknown keys and wrong types are errors naming ``source``."""
+        """Build from a params mapping; unknown keys and wrong types are errors naming ``source``
+        (checked by the same rules as :meth:`negolib.training.config.TrainConfig.from_params`)."""
+        from negolib.errors import ValidationError
+        from negolib.training.config import _coerce
+
         raw = dict(raw or {})
-        known = {f.name: f for f in fields(cls)}
+        known = sorted(f.name for f in fields(cls))
         unknown = sorted(set(raw) - set(known))
         if unknown:
-            raise ValueError(f"{source}: unknown warm-up keys {unknown}; allowed: {sorted(known)}")
-        out: dict[str, Any] = {}
-        for k, v in raw.items():
-            default = known[k].default
-            if isinstance(default, tuple):
-                if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-                    raise ValueError(f"{source}.{k}: expected a list of names, got {v!r}")
-                v = tuple(v)
-            elif isinstance(default, bool):
-                if not isinstance(v, bool):
-                    raise ValueError(f"{source}.{k}: expected true/false, got {v!r}")
-            elif isinstance(default, int):
-                if isinstance(v, bool) or not isinstance(v, int):
-                    raise ValueError(f"{source}.{k}: expected an integer, got {v!r}")
-            elif isinstance(default, float):
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise ValueError(f"{source}.{k}: expected a number, got {v!r}")
-                v = float(v)
-            out[k] = v
+            raise ValidationError(source, unknown[0], f"unknown warm-up keys {unknown}; allowed: {known}")
+        hints = typing.get_type_hints(cls)
+        kwargs = {k: _coerce(source, k, v, hints[k]) for k, v in raw.items()}
         try:
-            return cls(**out)
+            return cls(**kwargs)
         except ValueError as exc:
             raise ValueError(f"{source}: {exc}") from None
 
@@ -254,6 +242,7 @@ def run_format_warmup(init: str | Path, run_dir: str | Path, config: WarmupConfi
     """Warm up the model at ``init`` and save it to :func:`warmup_dir` (atomically); a finished
     warm-up is not redone. Writes ``warmup_log.jsonl`` and ``demonstrations.jsonl`` beside it."""
     from negolib.models import load_causal_lm
+    from negolib.training.checkpoints import atomic_dir
 
     root = Path(run_dir) / "warmup"
     final = warmup_dir(run_dir)
@@ -263,13 +252,9 @@ def run_format_warmup(init: str | Path, run_dir: str | Path, config: WarmupConfi
     demos = demonstrations(tok, items, buyers, config, env)
     t0 = time.perf_counter()
     rows = format_warmup(model, demos, config, progress=progress)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / "model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    with atomic_dir(final) as staged:
+        model.save_pretrained(staged)
+        tok.save_pretrained(staged)
     with open(root / "warmup_log.jsonl", "w") as fh:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
