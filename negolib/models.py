@@ -246,10 +246,11 @@ def tiny_tokenizer() -> Any:
 
 
 def tiny_causal_lm(seed: int = 0, vocab: str = "bytes", hidden: int = 64, layers: int = 2,
-                   max_positions: int = 8192) -> tuple[Any, Any]:
+                   max_positions: int = 8192, kv_heads: int | None = None) -> tuple[Any, Any]:
     """A randomly initialised tiny LlamaForCausalLM and its byte-level tokenizer (no downloads).
 
-    Builds in well under a second; for tests of generation, rollouts and training code.
+    Builds in well under a second; for tests of generation, rollouts and training code. ``kv_heads``
+    below the number of heads (``hidden // 16``) gives grouped-query attention, as SmolLM2 has.
     """
     if vocab != "bytes":
         raise ValueError(f"only vocab='bytes' is supported, got {vocab!r}")
@@ -259,7 +260,7 @@ def tiny_causal_lm(seed: int = 0, vocab: str = "bytes", hidden: int = 64, layers
     tok = tiny_tokenizer()
     heads = max(1, hidden // 16)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads or heads,
                       max_position_embeddings=max_positions, bos_token_id=tok.bos_token_id,
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
     with torch.random.fork_rng(devices=[]):

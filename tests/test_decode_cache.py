@@ -1,0 +1,112 @@
+"""Batched decoding internals: grouped-query SDPA without copies and the preallocated KV cache,
+checked against transformers' own attention function and its default cache."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from negolib.agents.hf_agent import HFAgent
+from negolib.agents.scripted import make_scripted
+from negolib.env import Episode
+from negolib.sampling import SamplingConfig
+from negolib.scenarios import scenario_set
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class _Attn(torch.nn.Module):
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.num_key_value_groups, self.is_causal, self.training = groups, True, False
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_grouped_sdpa_equals_transformers_sdpa(masked):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from negolib.agents.decode_cache import grouped_sdpa
+
+    g = torch.Generator().manual_seed(0)
+    batch, kv_heads, groups, length, dim = 3, 2, 3, 17, 8
+    q = torch.randn(batch, kv_heads * groups, 1, dim, generator=g)
+    k, v = (torch.randn(batch, kv_heads, length, dim, generator=g) for _ in range(2))
+    mask = None
+    if masked:  # left padding of different widths, as a batched decode step has
+        mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+        mask[0, ..., :5] = False
+        mask[2, ..., :1] = False
+    module = _Attn(groups)
+    ours, _ = grouped_sdpa(module, q, k, v, mask, scaling=0.3)
+    theirs, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.3)
+    assert ours.shape == theirs.shape == (batch, 1, kv_heads * groups, dim)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_grouped_sdpa_hands_prefill_to_transformers(monkeypatch):
+    import transformers.integrations.sdpa_attention as sdpa
+
+    from negolib.agents.decode_cache import grouped_sdpa
+
+    calls = []
+    monkeypatch.setattr(sdpa, "sdpa_attention_forward", lambda *a, **kw: calls.append(a[1].shape) or ("x", None))
+    q, k = torch.zeros(1, 4, 5, 8), torch.zeros(1, 2, 5, 8)
+    assert grouped_sdpa(_Attn(2), q, k, k, None)[0] == "x" and calls == [q.shape]
+
+
+def test_preallocated_layer_appends_in_place():
+    from negolib.agents.decode_cache import PreallocatedLayer
+
+    kb, vb = torch.zeros(2, 1, 6, 4), torch.zeros(2, 1, 6, 4)
+    kb[:, :, :3], vb[:, :, :3] = 1.0, 2.0
+    layer = PreallocatedLayer(kb, vb, 3)
+    assert layer.get_seq_length() == 3 and layer.keys.shape[2] == 3
+    k, v = layer.update(torch.full((2, 1, 2, 4), 5.0), torch.full((2, 1, 2, 4), 6.0))
+    assert k.shape[2] == v.shape[2] == 5 == layer.get_seq_length()
+    assert k.data_ptr() == kb.data_ptr() and float(kb[0, 0, 4, 0]) == 5.0 and float(vb[1, 0, 3, 1]) == 6.0
+    with pytest.raises(RuntimeError, match="capacity 6"):
+        layer.update(torch.zeros(2, 1, 2, 4), torch.zeros(2, 1, 2, 4))
+
+
+def test_grouped_attention_switches_only_sdpa_models_and_restores():
+    from negolib.agents.decode_cache import ATTENTION_NAME, grouped_attention
+    from negolib.models import tiny_causal_lm
+
+    model, _ = tiny_causal_lm(hidden=64, kv_heads=2)
+    before = model.config._attn_implementation
+    with grouped_attention(model) as switched:
+        assert switched == (before == "sdpa")
+        if switched:
+            assert model.model.layers[0].self_attn.config._attn_implementation == ATTENTION_NAME
+    assert model.config._attn_implementation == before
+    model.set_attn_implementation("eager")
+    with grouped_attention(model) as switched:
+        assert not switched and model.config._attn_implementation == "eager"
+
+
+def test_grouped_query_model_samples_the_same_with_and_without_the_fast_path():
+    """A GQA model (4 query heads on 2 key/value heads, like SmolLM2's 9 on 3): the batched engine
+    (prefix cache, preallocated cache, grouped SDPA) samples exactly what plain ``generate`` does."""
+    from negolib.models import tiny_causal_lm
+
+    model, tok = tiny_causal_lm(seed=2, hidden=64, kv_heads=2)
+    assert model.config.num_attention_heads == 4 and model.config.num_key_value_heads == 2
+    s = SamplingConfig(max_new_tokens=6, seed=4)
+    fast = HFAgent(model, tok, s, scaffold="evaluation", prompt_cap=8192)
+    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="evaluation", prompt_cap=8192, prefix_cache_tokens=0)
+    plain.model.set_attn_implementation("eager")  # transformers' reference path: repeat_kv, DynamicCache
+    eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2, 3], ["car"]))]
+    buyer = make_scripted("hardliner")
+    for _ in range(2):
+        views = [e.view() for e in eps if not e.done]
+        a, b = fast.act_batch(views), plain.act_batch(views)
+        assert [r.extra["completion_ids"] for r in a] == [r.extra["completion_ids"] for r in b]
+        for x, y in zip(a, b):
+            assert max(abs(p - q) for p, q in zip(x.extra["logprobs"], y.extra["logprobs"])) < 1e-4
+        for e, r in zip(eps, a):
+            e.step(r.text)
+            if not e.done:
+                e.step(buyer.act(e.view()).text)
+    assert fast.prefix_cache.hits > 0
