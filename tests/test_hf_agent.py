@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from negolib.agents.hf_agent import HFAgent, PromptTruncationWarning
+from negolib.agents.hf_agent import HISTORY_DROP_BLOCK, HFAgent, PromptTruncationWarning
 from negolib.agents.scripted import make_scripted
 from negolib.chat_template import encode_chat
 from negolib.env import EnvConfig, Episode
@@ -110,10 +110,16 @@ def test_prompt_cap_truncates_from_the_left_with_a_warning(tiny, car_scenario):
     a = agent(tiny, scaffold="training")
     full = len(a.prompt_ids(view)[0])
     capped = agent(tiny, scaffold="training", prompt_cap=full - 200)
-    with pytest.warns(PromptTruncationWarning, match="dropped the 1 oldest"):
+    with pytest.warns(PromptTruncationWarning, match=f"dropped the {HISTORY_DROP_BLOCK} oldest"):
         ids, dropped = capped.prompt_ids(view)
-    assert dropped == 1 and len(ids) <= full - 200
-    assert ids == encode_chat(a.tokenizer, render_messages(replace(view, history=view.history[1:]), "training"))
+    assert dropped == HISTORY_DROP_BLOCK and len(ids) <= full - 200
+    assert ids == encode_chat(a.tokenizer, render_messages(replace(view, history=view.history[dropped:]), "training"))
+    # A block, not a turn at a time: two turns later the prompt still starts the same way (cached prefix).
+    for _ in range(2):
+        ep.step((s if ep.to_move == "seller" else b).act(ep.view()).text)
+    with pytest.warns(PromptTruncationWarning):
+        later, later_dropped = capped.prompt_ids(ep.view())
+    assert later_dropped == dropped and later[: len(ids) - 40] == ids[: len(ids) - 40]
     tiny_cap = agent(tiny, prompt_cap=100)
     with pytest.warns(PromptTruncationWarning) as caught:
         r = tiny_cap.act(view)

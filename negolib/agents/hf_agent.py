@@ -29,6 +29,10 @@ from negolib.prompts import PromptConfig, Scaffold, render_messages
 from negolib.sampling import SamplingConfig, derive_seed
 
 DEFAULT_PROMPT_CAP = 2048
+# History turns dropped at a time when a prompt overflows its cap: dropping a block (three rounds)
+# rather than one turn keeps the truncated prompt's head identical for the next few turns, so its
+# cached prefix is reused instead of re-prefilling ~2k tokens per row on every later turn.
+HISTORY_DROP_BLOCK = 6
 
 
 class PromptTruncationWarning(UserWarning):
@@ -39,8 +43,9 @@ def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, th
                prompt_config: PromptConfig | None = None, who: str = "agent") -> tuple[list[int], int]:
     """(prompt ids, number of oldest history turns dropped) for ``view`` within ``cap`` tokens.
 
-    Drops history turns from the left until the rendered prompt fits, warning when it does; a prompt
-    that still does not fit with no history left is cut from the left, also with a warning.
+    Drops the oldest history turns, :data:`HISTORY_DROP_BLOCK` at a time, until the rendered prompt
+    fits, warning when it does; a prompt that still does not fit with no history left is cut from the
+    left, also with a warning.
     """
     drop, n = 0, len(view.history)
     while True:
@@ -48,10 +53,11 @@ def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, th
         ids = encode_chat(tokenizer, render_messages(v, scaffold, prompt_config), True, thinking)
         if len(ids) <= cap or drop >= n:
             break
-        drop += 1
+        drop = min(n, drop + HISTORY_DROP_BLOCK)
     if drop:
         warnings.warn(f"{who}: prompt for episode {view.episode_id!r} turn {view.turn} exceeds {cap} tokens; "
-                      f"dropped the {drop} oldest of {n} history turns", PromptTruncationWarning, stacklevel=3)
+                      f"dropped the {drop} oldest of {n} history turns (in blocks of {HISTORY_DROP_BLOCK})",
+                      PromptTruncationWarning, stacklevel=3)
     if len(ids) > cap:
         warnings.warn(f"{who}: prompt for episode {view.episode_id!r} turn {view.turn} is {len(ids)} tokens "
                       f"with no history left; keeping its last {cap} tokens", PromptTruncationWarning, stacklevel=3)
@@ -341,4 +347,5 @@ class HFAgent(Agent):
         return batch
 
 
-__all__ = ["DEFAULT_PROMPT_CAP", "HFAgent", "PrefixCache", "PromptTruncationWarning", "fit_prompt"]
+__all__ = ["DEFAULT_PROMPT_CAP", "HISTORY_DROP_BLOCK", "HFAgent", "PrefixCache", "PromptTruncationWarning",
+           "fit_prompt"]
