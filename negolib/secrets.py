@@ -103,6 +103,12 @@ class RedactingFilter(logging.Filter):
     def __repr__(self) -> str:
         return f"RedactingFilter({len(self._keys)} keys)"
 
+    def __eq__(self, other: object) -> bool:  # so a handler gets one filter per set of keys
+        return isinstance(other, RedactingFilter) and sorted(self._keys) == sorted(other._keys)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._keys)))
+
 
 def install_redaction(keys: Iterable[str | Secret],
                       handlers: Iterable[logging.Handler] | None = None) -> RedactingFilter:

@@ -286,6 +286,32 @@ def test_sentinel_key_never_leaks_into_outputs_reprs_or_logs(api_key, tmp_path):
         assert SENTINEL.encode() not in p.read_bytes(), f"key leaked into {p.name}"
 
 
+def test_an_api_arm_built_from_params_scrubs_its_key_from_the_runs_log_handlers(api_key, tmp_path):
+    """build_agent attaches the agent's redaction to the root logger's handlers (a notebook kernel's
+    or a CLI's) and to logging's last resort, once per key."""
+    from negolib.agents.factory import build_agent
+    from negolib.params import AgentSpec
+
+    handler = logging.FileHandler(tmp_path / "run.log")
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        spec = AgentSpec(backend="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV)
+        build_agent("seller", spec, role="seller")
+        build_agent("seller2", spec, role="seller")  # the same key: no second filter
+        logging.getLogger("negolib.careless").error("key is %s", SENTINEL)
+        assert sum(type(f).__name__ == "RedactingFilter" for f in handler.filters) == 1
+        assert any(type(f).__name__ == "RedactingFilter" for f in logging.lastResort.filters)
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        for h in (handler, logging.lastResort):
+            for f in [f for f in h.filters if type(f).__name__ == "RedactingFilter"]:
+                h.removeFilter(f)
+    text = (tmp_path / "run.log").read_text()
+    assert SENTINEL not in text and f"key is {REDACTED}" in text
+
+
 # -- real local models -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def smollm2_dir():

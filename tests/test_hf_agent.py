@@ -267,7 +267,7 @@ def test_prefix_cache_gives_the_same_samples_and_is_invalidated(tiny):
     model, tok = tiny_causal_lm_copy(tiny)
     s = SamplingConfig(max_new_tokens=6, seed=1)
     on = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192)
-    off = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=0)
+    off = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1)  # keeps nothing
     eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2], ["car"]))]
     buyer = make_scripted("hardliner")
     for _ in range(2):
@@ -289,6 +289,7 @@ def test_prefix_cache_gives_the_same_samples_and_is_invalidated(tiny):
     flat = [[x for r in rs for x in r.extra["logprobs"]] for rs in (a, b)]
     assert flat[0] == pytest.approx(flat[1], abs=1e-4)
     assert all(len(e["ids"]) for e in pc.entries) and len(pc.entries) == len(views)
+    assert off.prefix_cache.reused == 0
 
 
 def tiny_causal_lm_copy(tiny):

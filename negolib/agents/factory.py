@@ -13,6 +13,7 @@ test App. A asks for: does the opening cause the trained sellers' gain?
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -202,7 +203,14 @@ def _api_agent(name: str, spec: AgentSpec, seed: int, role: str | None) -> Agent
     for key in ("max_concurrency", "timeout_s", "max_retries"):
         if getattr(spec, key) is not None:
             kwargs[key] = getattr(spec, key)
-    return cls(name, spec.model or "", **kwargs)  # reads the key from the environment before any call
+    agent = cls(name, spec.model or "", **kwargs)  # reads the key from the environment before any call
+    # Scrub the key from whatever the run logs: the root logger's handlers (a notebook kernel's, a CLI's)
+    # and logging's last-resort handler; a handler added later takes ``agent.log_filter()`` itself.
+    flt = agent.log_filter()
+    for handler in [*logging.getLogger().handlers, logging.lastResort]:
+        if handler is not None and flt not in handler.filters:  # equal filters scrub the same keys
+            handler.addFilter(flt)
+    return agent
 
 
 def build_agents(params: Params, names: Sequence[str], seed: int | None = None,

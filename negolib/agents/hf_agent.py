@@ -10,7 +10,7 @@ trainer computes them, for GRPO.
 Prefill is the CPU cost of a turn (prompts of ~900 tokens against tens of new tokens), so each row's
 prompt is prefilled on its own from the longest prefix already cached (:class:`PrefixCache`: the
 shared system message, the same episode's previous turn), and only the decoding runs batched, in a
-preallocated cache with grouped-query attention that copies nothing (:mod:`negolib.agents.decode_cache`).
+preallocated cache with grouped-query attention that copies nothing (:mod:`negolib.agents.decode`).
 """
 
 from __future__ import annotations
@@ -235,15 +235,17 @@ class HFAgent(Agent):
 
     def generate_ids(self, prompts: Sequence[Sequence[int]], seed: int
                      ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
-        """Sample one completion per prompt in one ``generate`` call.
+        """Sample one completion per prompt, all prompts decoding together.
 
         Returns completion ids (through the first stop token), their log-probs, and whether each
-        stopped on a stop token (else it hit ``max_new_tokens``).
+        stopped on a stop token (else it hit ``max_new_tokens``). With prefix reuse on, prompts are
+        prefilled row by row and sampled by our decode loop (:mod:`negolib.agents.decode`); otherwise
+        by transformers' ``generate`` with the same settings.
         """
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
-        from negolib.agents.decode_cache import grouped_attention
+        from negolib.agents.decode import grouped_attention
 
         device = getattr(self.model, "device", torch.device("cpu"))
         width = max(len(p) for p in prompts)
@@ -254,6 +256,8 @@ class HFAgent(Agent):
             if p:
                 input_ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
                 mask[i, width - len(p):] = 1
+        if past is not None:  # the prompts are prefilled: our own batched decode loop
+            return self._decode(prompts, past, width, seed, device)
         rec = _recorder(self.sampling.temperature)
         saved = self.model.generation_config  # a bare default config, so only ours applies
         self.model.generation_config = GenerationConfig()
@@ -281,6 +285,25 @@ class HFAgent(Agent):
         return comps, lps, fins
 
 
+    def _decode(self, prompts: Sequence[Sequence[int]], past: Any, width: int, seed: int, device: Any
+                ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+        """Sample from prefilled prompts with :func:`negolib.agents.decode.decode`: the same
+        distribution as ``generate`` with this config, drawn from a generator seeded with ``seed``."""
+        import torch
+
+        from negolib.agents.decode import decode, grouped_attention, sample_tokens
+
+        s = self.sampling
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+
+        def sample(logits: Any) -> tuple[Any, Any]:
+            return sample_tokens(logits, s.temperature, s.top_k, s.top_p, gen)
+
+        with torch.inference_mode(), grouped_attention(self.model):
+            return decode(self.model, past, [p[-1] for p in prompts], [len(p) for p in prompts], width,
+                          s.max_new_tokens, sample, set(self.tags.stop_ids))
+
     # -- prefix reuse -----------------------------------------------------------------------------
     def _cacheable(self) -> bool:
         from transformers import DynamicCache
@@ -301,7 +324,7 @@ class HFAgent(Agent):
         import torch
         from transformers import DynamicCache
 
-        from negolib.agents.decode_cache import PreallocatedLayer
+        from negolib.agents.decode import PreallocatedLayer
 
         if min(len(p) for p in prompts) < 2 or not self._cacheable():
             return None

@@ -27,7 +27,7 @@ class _Attn(torch.nn.Module):
 def test_grouped_sdpa_equals_transformers_sdpa(masked):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from negolib.agents.decode_cache import grouped_sdpa
+    from negolib.agents.decode import grouped_sdpa
 
     g = torch.Generator().manual_seed(0)
     batch, kv_heads, groups, length, dim = 3, 2, 3, 17, 8
@@ -48,7 +48,7 @@ def test_grouped_sdpa_equals_transformers_sdpa(masked):
 def test_grouped_sdpa_hands_prefill_to_transformers(monkeypatch):
     import transformers.integrations.sdpa_attention as sdpa
 
-    from negolib.agents.decode_cache import grouped_sdpa
+    from negolib.agents.decode import grouped_sdpa
 
     calls = []
     monkeypatch.setattr(sdpa, "sdpa_attention_forward", lambda *a, **kw: calls.append(a[1].shape) or ("x", None))
@@ -57,7 +57,7 @@ def test_grouped_sdpa_hands_prefill_to_transformers(monkeypatch):
 
 
 def test_preallocated_layer_appends_in_place():
-    from negolib.agents.decode_cache import PreallocatedLayer
+    from negolib.agents.decode import PreallocatedLayer
 
     kb, vb = torch.zeros(2, 1, 6, 4), torch.zeros(2, 1, 6, 4)
     kb[:, :, :3], vb[:, :, :3] = 1.0, 2.0
@@ -71,7 +71,7 @@ def test_preallocated_layer_appends_in_place():
 
 
 def test_grouped_attention_switches_only_sdpa_models_and_restores():
-    from negolib.agents.decode_cache import ATTENTION_NAME, grouped_attention
+    from negolib.agents.decode import ATTENTION_NAME, grouped_attention
     from negolib.models import tiny_causal_lm
 
     model, _ = tiny_causal_lm(hidden=64, kv_heads=2)
@@ -87,16 +87,16 @@ def test_grouped_attention_switches_only_sdpa_models_and_restores():
 
 
 def test_grouped_query_model_samples_the_same_with_and_without_the_fast_path():
-    """A GQA model (4 query heads on 2 key/value heads, like SmolLM2's 9 on 3): the batched engine
-    (prefix cache, preallocated cache, grouped SDPA) samples exactly what plain ``generate`` does."""
+    """A GQA model (4 query heads on 2 key/value heads, like SmolLM2's 9 on 3): grouped SDPA with
+    prefix reuse samples exactly what eager attention (transformers' reference) without reuse does."""
     from negolib.models import tiny_causal_lm
 
     model, tok = tiny_causal_lm(seed=2, hidden=64, kv_heads=2)
     assert model.config.num_attention_heads == 4 and model.config.num_key_value_heads == 2
     s = SamplingConfig(max_new_tokens=6, seed=4)
     fast = HFAgent(model, tok, s, scaffold="evaluation", prompt_cap=8192)
-    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="evaluation", prompt_cap=8192, prefix_cache_tokens=0)
-    plain.model.set_attn_implementation("eager")  # transformers' reference path: repeat_kv, DynamicCache
+    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="evaluation", prompt_cap=8192, prefix_cache_tokens=1)
+    plain.model.set_attn_implementation("eager")  # transformers' reference attention: repeat_kv, no SDPA
     eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2, 3], ["car"]))]
     buyer = make_scripted("hardliner")
     for _ in range(2):
@@ -110,3 +110,75 @@ def test_grouped_query_model_samples_the_same_with_and_without_the_fast_path():
             if not e.done:
                 e.step(buyer.act(e.view()).text)
     assert fast.prefix_cache.hits > 0
+
+
+@pytest.mark.parametrize("top_k, top_p", [(64, 0.95), (5, 1.0), (0, 0.8), (0, 1.0), (3, 0.3)])
+def test_candidates_match_transformers_warpers(top_k, top_p):
+    """Our top-k-first candidate set and probabilities equal transformers' temperature -> top-k ->
+    top-p warpers followed by a softmax over the whole vocabulary (the oracle)."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    from negolib.agents.decode import candidates
+
+    g = torch.Generator().manual_seed(top_k)
+    logits = torch.randn(4, 300, generator=g) * 3
+    temperature = 0.7
+    warpers = [TemperatureLogitsWarper(temperature)]
+    if top_k:
+        warpers.append(TopKLogitsWarper(top_k))
+    if top_p < 1:
+        warpers.append(TopPLogitsWarper(top_p))
+    reference = LogitsProcessorList(warpers)(None, logits.clone()).softmax(-1)
+    probs, index = candidates(logits / temperature, top_k, top_p)
+    ours = torch.zeros_like(reference).scatter(-1, index, probs)
+    assert torch.allclose(ours, reference, atol=1e-6)
+
+
+def test_sample_tokens_log_probs_and_seeding():
+    from negolib.agents.decode import sample_tokens
+
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(1))
+    draw = [sample_tokens(logits, 0.9, 10, 0.9, torch.Generator().manual_seed(7)) for _ in range(2)]
+    assert torch.equal(draw[0][0], draw[1][0])
+    tokens, lps = draw[0]
+    assert torch.allclose(lps, torch.log_softmax(logits / 0.9, -1).gather(-1, tokens[:, None]).squeeze(-1))
+    top10 = torch.topk(logits, 10).indices
+    assert all(int(t) in top10[i].tolist() for i, t in enumerate(tokens))
+    # frequencies follow the candidate distribution (a chi-square-sized tolerance on 4,000 draws)
+    from negolib.agents.decode import candidates
+
+    g = torch.Generator().manual_seed(3)
+    row = logits[:1].expand(4000, -1)
+    counts = torch.bincount(sample_tokens(row, 1.0, 10, 0.9, g)[0], minlength=50).float() / 4000
+    probs, index = candidates(logits[:1], 10, 0.9)
+    expected = torch.zeros(50).scatter(0, index[0], probs[0])
+    assert float((counts - expected).abs().max()) < 0.03
+
+
+def test_decode_drops_finished_rows_and_keeps_their_tokens():
+    """Rows that stop early leave the batch; each row's tokens are what it decodes alone (greedy),
+    through its first stop token."""
+    from negolib.agents.decode import decode, grouped_attention
+    from negolib.models import tiny_causal_lm
+
+    model, tok = tiny_causal_lm(seed=5, hidden=64, kv_heads=2)
+    a = HFAgent(model, tok, SamplingConfig(max_new_tokens=12, seed=0), prefix_cache_tokens=1)
+
+    def greedy(logits):
+        return logits.argmax(-1), torch.zeros(logits.shape[0])
+
+    def run(prompts, stops):
+        width = max(map(len, prompts))
+        cache = a._prefilled_cache(prompts, width, torch.device("cpu"))
+        with torch.inference_mode(), grouped_attention(model):
+            return decode(model, cache, [p[-1] for p in prompts], list(map(len, prompts)), width, 12, greedy, stops)
+
+    prompts = [list(range(10 + 7 * i, 40 + 9 * i)) for i in range(8)]
+    alone = [run([p], {-1})[0][0] for p in prompts]
+    assert all(len(x) == 12 for x in alone)
+    stops = {alone[0][2], alone[1][3]}  # rows 0 and 1 stop early: a quarter of the batch, so it shrinks
+    comps, _, fins = run(prompts, stops)
+    for c, f, solo in zip(comps, fins, alone):
+        cut = next((j + 1 for j, t in enumerate(solo) if t in stops), len(solo))
+        assert c == solo[:cut] and f == (cut < len(solo) or solo[-1] in stops)
+    assert len(comps[0]) <= 3 and len(comps[1]) <= 4 and fins[0] and fins[1]
