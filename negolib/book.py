@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from negolib.files import atomic_write_text
 from negolib.params import Params, load_params
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -155,6 +156,20 @@ class Book:
         if "learning_rate" in df and "lr" not in df:
             df["lr"] = df["learning_rate"]
         return df
+
+    def warmup(self, run: str, seed: int | None = None) -> tuple[dict[str, Any], Any, Any]:
+        """A run's format warm-up: (summary, per-step log, demonstrations) with empty ones if the run
+        has no warm-up (see :mod:`negolib.training.warmup`)."""
+        import pandas as pd
+
+        root = self.training_dir(run, seed) / "warmup"
+        summary_path = root / "warmup_complete.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+        frames = []
+        for name in ("warmup_log.jsonl", "demonstrations.jsonl"):
+            path = root / name
+            frames.append(pd.read_json(path, lines=True) if path.is_file() and path.stat().st_size else pd.DataFrame())
+        return summary, frames[0], frames[1]
 
     def results(self) -> Any:
         """:class:`negolib.tables.Results` of the evaluation transcripts (estimates and contrasts)."""
@@ -370,9 +385,7 @@ def _load_state(path: Path) -> dict[str, Any]:
 
 
 def _save_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
 
 
 def _first_line(source: str) -> str:

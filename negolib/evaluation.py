@@ -43,6 +43,7 @@ import yaml
 from negolib.agents.base import Agent
 from negolib.env import EnvConfig
 from negolib.errors import NegolibError, ValidationError
+from negolib.files import atomic_write_text
 from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
 from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
 from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
@@ -437,16 +438,6 @@ def load_protocol(path: str | Path) -> Protocol:
     return p
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def freeze(protocol: Protocol, path: str | Path, overwrite: bool = False, date: str | None = None) -> str:
     """Write ``protocol`` to ``path`` (YAML with a ``# sha256:`` header) and return its hash.
 
@@ -472,7 +463,7 @@ def freeze(protocol: Protocol, path: str | Path, overwrite: bool = False, date: 
               f"# sha256: {h}\n# frozen_at: {date or _now()}\n")
     body = yaml.safe_dump(protocol_to_dict(protocol), sort_keys=False, allow_unicode=True,
                           default_flow_style=False, width=100)
-    _atomic_write(path, header + body)
+    atomic_write_text(path, header + body)
     return h
 
 

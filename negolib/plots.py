@@ -346,7 +346,8 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
 # Training curves, efficiency
 # ---------------------------------------------------------------------------------------------
 
-CURVE_COLUMNS = (("reward", "reward"), ("score", "score S"), ("deal_rate", "deal rate"), ("kl", "KL (k3)"),
+CURVE_COLUMNS = (("loss", "token NLL (warm-up)"), ("reward", "reward"), ("score", "score S"),
+                 ("deal_rate", "deal rate"), ("kl", "KL (k3)"),
                  ("entropy", "entropy"), ("grad_norm", "grad norm"), ("lr", "learning rate"),
                  ("bad_parse_rate", "bad-parse rate"), ("turns", "turns"))
 

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -51,6 +53,38 @@ for run, seed in runs:
     results[(run, seed)] = train_run(P, run, seed, progress=False, cache=cache)
     res = results[(run, seed)]
     print(f"{run} (seed {seed}): {res.steps} steps, final checkpoint {res.checkpoint}")
+
+# %% [markdown]
+# ## Format warm-up (ours; not in the paper)
+# A run with a `warmup` block first fine-tunes its initial model on a few dozen scripted sellers' turns
+# (compact counters rendered exactly as the model sees its prompts), because a 135M model on its own
+# writes almost no parseable action: every GRPO group would then end identically, with zero reward
+# variance and a zero policy gradient. The paper's instruction-tuned Gemma 4 sellers need no such step.
+# The warmed-up model is the run's step 0 (its own arm in notebook 4), and GRPO with its KL reference
+# starts from it. Below: how many demonstrations, the loss on them, and two target turns (what the
+# model learns to write after the rendered prompt).
+
+# %%
+warm = {(r, s): B.warmup(r, s) for r, s in runs}
+rows = [{"run": r, "seed": s, "demonstrations": summ.get("demonstrations"), "steps": summ.get("steps"),
+         "seconds": summ.get("seconds"), "first loss": summ.get("first_loss"), "last loss": summ.get("final_loss"),
+         "learning rate": summ.get("config", {}).get("learning_rate")}
+        for (r, s), (summ, _, _) in warm.items() if summ]
+if rows:
+    import pandas as pd
+
+    display(B.save_table(simple_table("warmup", "Format warm-up per run (ours)",
+                                      pd.DataFrame(rows).set_index(["run", "seed"]).round(4))))
+else:
+    print("no run of this profile has a format warm-up")
+for (r, s), (summ, wlog, demos) in warm.items():
+    if not summ:
+        continue
+    B.save_figure(training_curves(wlog, f"{r} (seed {s}): format warm-up"), f"warmup_{r}_seed{s}")
+    for _, d in demos.head(2).iterrows():
+        print(f"--- {d['domain']} seed {d['seed']}, turn {d['turn']}, {d['strategy']} vs {d['buyer']} "
+              f"({d['scaffold']} scaffold):")
+        print(d["text"])
 
 # %% [markdown]
 # ## Training curves

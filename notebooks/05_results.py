@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -48,7 +50,9 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 # Each contrast is S(trained) − S(base) on the scenarios both arms played; p-values invert the
 # percentile interval (p < 0.05 exactly when the 95% interval excludes 0) and are Holm-corrected
 # over the family. The paper's family is the four shared-LR gains at 104 steps (App. K: p ≤ 1.4e-4
-# at 4.5B, 12B and 31B; p = 0.91 at 2.3B).
+# at 4.5B, 12B and 31B; p = 0.91 at 2.3B). The family is the profile's `statistics.primary`: where a
+# run has a format warm-up (the embedded default), its reference arm is the warm-up (the policy GRPO
+# started from), so the contrast measures what GRPO itself added; the raw base arm is still reported.
 
 # %%
 prim = R.contrasts[R.contrasts["primary"]] if not R.contrasts.empty else pd.DataFrame()

@@ -19,7 +19,7 @@ EXPECTED = {
     "01_environment": ["The nine domains", "Domain `car`", "Eq. 1 on example outcomes", "image/png"],
     "02_setup": ["Arm matrix", "The paired evaluation scenario set", "Sampling settings", "GRPO recipe",
                  "Table 8", "Chat-template turn tags"],
-    "03_training": ["Training diagnostics (App. D)", "image/png"],
+    "03_training": ["Format warm-up per run (ours)", "Training diagnostics (App. D)", "image/png"],
     "04_evaluation": ["protocol", "Pilot gate", "Episodes in the transcript store"],
     "05_results": ["Primary family", "Table 1", "Table 2", "Openings", "image/png"],
     "06_appendix_b_c": ["Table 3", "Table 4", "Held-out panel", "image/png"],

@@ -40,7 +40,6 @@ score S, deal rate, reward, turns, bad-parse rate.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import warnings
@@ -50,11 +49,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from negolib.agents.base import Agent
+from negolib.files import atomic_write_text
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, env_config, item_from_row, scenario_items
 from negolib.training.rollout import RolloutBatch, RolloutEngine, RolloutLimits
+from negolib.training.runlog import RunLog, append_records, prune_transcripts
 from negolib.training.schedule import WarmupCosine, lambda_scheduler
 
 if TYPE_CHECKING:
@@ -69,86 +70,6 @@ def episode_reward(
 ) -> list[float]:
     """The reward function TRL calls: the episode reward (Eq. 1) the rollout already computed."""
     return [float(r) for r in episode_reward]
-
-
-# ---------------------------------------------------------------------------------------------
-# Logs
-# ---------------------------------------------------------------------------------------------
-
-
-class RunLog:
-    """Rows keyed by ``step`` in ``<stem>.jsonl`` (source of truth, appended) and ``<stem>.csv``
-    (rewritten atomically after every append)."""
-
-    def __init__(self, directory: str | Path, stem: str) -> None:
-        self.jsonl = Path(directory) / f"{stem}.jsonl"
-        self.csv = Path(directory) / f"{stem}.csv"
-
-    def rows(self) -> list[dict[str, Any]]:
-        if not self.jsonl.is_file():
-            return []
-        out = []
-        for line in self.jsonl.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a torn last line from a crash
-                continue
-        return out
-
-    def steps(self) -> set[int]:
-        return {int(r["step"]) for r in self.rows()}
-
-    def append(self, row: Mapping[str, Any]) -> None:
-        self.jsonl.parent.mkdir(parents=True, exist_ok=True)
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-        with open(self.jsonl, "a") as fh:
-            fh.write(json.dumps(clean, allow_nan=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        self._write_csv()
-
-    def truncate_after(self, step: int) -> None:
-        """Drop rows of steps after ``step`` (they will be redone after a resume)."""
-        rows = self.rows()
-        keep = [r for r in rows if int(r["step"]) <= step]
-        if len(keep) != len(rows):
-            _atomic_write(self.jsonl, "".join(json.dumps(r) + "\n" for r in keep))
-            self._write_csv()
-
-    def _write_csv(self) -> None:
-        import pandas as pd
-
-        rows = self.rows()
-        if rows:
-            _atomic_write(self.csv, pd.DataFrame(rows).to_csv(index=False))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _prune_transcripts(path: Path, max_step: int) -> None:
-    """Drop training transcript rows of steps after ``max_step`` (before a resume redoes them)."""
-    if not path.is_file():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if int(rec.get("step", 0)) <= max_step:
-            keep.append(line + "\n")
-    _atomic_write(path, "".join(keep))
-
-
-def _append_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
-    from negolib.transcripts import TranscriptStore
-
-    TranscriptStore(path).append(records)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +252,7 @@ def make_rollout_func(factory: EngineFactory, transcripts: Path | None, run_name
                 rec = t.record(arm=arm, seller="policy", buyer=t.item.buyer)
                 rec["step"] = step
                 recs.append(rec)
-            _append_records(transcripts, recs)
+            append_records(transcripts, recs)
         return batch.trl_output()
 
     return rollout_func
@@ -374,7 +295,7 @@ class Validator:
                 rec = t.record(arm=f"{self.run_name}|val{step}", seller="policy", buyer=t.item.buyer)
                 rec["step"] = step
                 recs.append(rec)
-            _append_records(self.transcripts, recs)
+            append_records(self.transcripts, recs)
         self.log.append(row)
         return row
 
@@ -641,7 +562,7 @@ def build_run(
     backend = config.resolved_backend(cuda, vllm_ok)
     resume_from = last_checkpoint(ckpt_dir) if resume else None
     init = _initial_weights(config, model_name_or_path, out / "config.json", resume_from)
-    _atomic_write(
+    atomic_write_text(
         out / "config.json",
         json.dumps(
             {
@@ -670,8 +591,8 @@ def build_run(
         done_step = int(resume_from.name.split("-")[1])
         train_log.truncate_after(done_step)
         val_log.truncate_after(done_step)
-        _prune_transcripts(tdir / "train.jsonl", done_step)
-        _prune_transcripts(tdir / "validation.jsonl", done_step)
+        prune_transcripts(tdir / "train.jsonl", done_step)
+        prune_transcripts(tdir / "validation.jsonl", done_step)
 
     tok = AutoTokenizer.from_pretrained(init)
     if tok.pad_token_id is None:
