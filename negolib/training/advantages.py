@@ -8,15 +8,18 @@ For a group of ``G`` rollouts of one scenario with rewards ``r_1 .. r_G``, rollo
 
 ``ddof = 1`` (default) is the Bessel-corrected std of the ``G - 1`` other rewards, as in NeMo-RL's
 ``calculate_baseline_and_std_per_prompt`` (``(E[r^2] - E[r]^2) * n / (n - 1)`` over the ``n = G - 1``
-others, NaN -> 0); ``ddof = 0`` is its earlier, uncorrected form. With ``G = 2`` and ``ddof = 1`` the
+others, NaN -> 0; computed here in two passes, which is exact where that form cancels); ``ddof = 0``
+is its earlier, uncorrected form. With ``G = 2`` and ``ddof = 1`` the
 std of one reward is undefined and taken as 0, so the advantage is the plain difference. A group of
-one gets advantage 0 (NeMo-RL sets the baseline to the reward). No epsilon is added: a group whose
-other rewards are all equal is left unscaled rather than blown up.
+one gets advantage 0 (NeMo-RL sets the baseline to the reward). No epsilon is added: a rollout whose
+other rewards are all equal (std at most :data:`STD_TOLERANCE`) is left unscaled rather than blown up.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+STD_TOLERANCE = 1e-6  # a leave-one-out std at or below this is float noise from equal rewards: zero
 
 
 def loo_baseline_and_std(
@@ -25,7 +28,10 @@ def loo_baseline_and_std(
     """Leave-one-out baseline and std per rollout.
 
     rewards: (B * G,) in group-major order (the G rollouts of a scenario are consecutive).
-    Returns (baseline, std), each (B * G,).
+    Returns (baseline, std), each (B * G,). The std is computed from the deviations of the others
+    from their own mean (two passes), not as E[r^2] - E[r]^2: with equal other rewards that form
+    cancels to ~1e-17 instead of 0, and dividing by its square root blew a lone reward's advantage
+    up to ~1e9. A std at or below :data:`STD_TOLERANCE` counts as zero.
     """
     r = np.asarray(rewards, dtype=np.float64)
     if group_size < 1 or r.size % group_size:
@@ -34,13 +40,14 @@ def loo_baseline_and_std(
     n = group_size - 1
     if n == 0:
         return r.copy(), np.zeros_like(r)
-    s1 = g.sum(axis=1, keepdims=True) - g  # sum of the others
-    s2 = (g**2).sum(axis=1, keepdims=True) - g**2
-    base = s1 / n
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = (s2 / n - base**2) * (n / (n - ddof)) if n - ddof > 0 else np.full_like(base, np.nan)
-    var = np.where(var < 0, 0.0, var)  # float cancellation
-    std = np.nan_to_num(np.sqrt(var), nan=0.0)
+    others = np.broadcast_to(g[:, None, :], (g.shape[0], group_size, group_size))[:, ~np.eye(group_size, dtype=bool)]
+    others = others.reshape(g.shape[0], group_size, n)  # [b, i, :] = the rewards of group b but the i-th
+    base = others.mean(axis=-1)
+    if n - ddof > 0:
+        std = np.sqrt(((others - base[..., None]) ** 2).sum(axis=-1) / (n - ddof))
+        std = np.where(std <= STD_TOLERANCE, 0.0, std)
+    else:
+        std = np.zeros_like(base)
     return base.reshape(-1), std.reshape(-1)
 
 
