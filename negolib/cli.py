@@ -7,6 +7,7 @@ Commands:
   (resumable) and print the per-arm summary;
 * ``summary``: the per-arm summary of a transcript file;
 * ``book run``: execute the book's notebooks with papermill on a params profile;
+* ``book handout``: course copies of the notebooks with the exercise solutions stripped;
 * ``train``: a GRPO training run from a params profile.
 """
 
@@ -98,6 +99,16 @@ def cmd_book(args: argparse.Namespace) -> int:
     return 0 if getattr(result, "ok", True) else 1
 
 
+def cmd_handout(args: argparse.Namespace) -> int:
+    from negolib.handout import make_handout
+
+    notebooks = _csv(args.notebooks) if args.notebooks else None
+    counts = make_handout(args.out, notebooks)
+    for name, n in counts.items():
+        print(f"{args.out}/{name}.ipynb: {n} solution(s) stripped")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from negolib.agents.factory import ModelCache, train_run
     from negolib.params import load_params
@@ -150,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-resume", action="store_true", help="re-execute notebooks already done")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_book)
+    p = book.add_parser("handout", help="course handout: the notebooks with exercise solutions stripped")
+    p.add_argument("--out", default="handout", help="folder for the handout notebooks")
+    p.add_argument("--notebooks", default="", help="comma-separated notebook names or prefixes (default: all)")
+    p.set_defaults(fn=cmd_handout)
 
     p = sub.add_parser("train", help="GRPO training runs of a params profile (resumable)")
     p.add_argument("--params", required=True)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -78,6 +80,19 @@ rows = pd.DataFrame([{"outcome": k, "S": v[0], "reward r": round(reward(*v, cfg)
 B.save_table(simple_table("reward_examples", "Eq. 1 on example outcomes", rows.set_index("outcome")))
 
 # %% [markdown]
+# ### Exercise 1
+# How much reward does a deal at $\tilde U = 0.60$ lose by closing in the last round (12) instead of
+# round 8? And what does one bad parse in eight seller turns cost? Use
+# `reward(S, n_bad, n_policy, rounds, cfg)`. (In a course handout, `python -m negolib book handout`,
+# the solution below is removed.)
+
+# %% tags=["solution"]
+# Exercise 1: the length and format penalties of Eq. 1, from the function itself.
+late = reward(0.60, 0, 8, 8, cfg) - reward(0.60, 0, 12, 12, cfg)
+one_bad = reward(0.60, 0, 8, 8, cfg) - reward(0.60, 1, 8, 8, cfg)
+print(f"closing in round 12 instead of 8 costs {late:.4f}; one bad parse in 8 seller turns costs {one_bad:.4f}")
+
+# %% [markdown]
 # ## Figure 1: the loop, one episode turn by turn
 # The paper quotes turns 6-7 of seed 5000053 on the held-out car domain (its 12B 3× LR seller against
 # GPT-5.6-Terra). We replay the same scenario with a scripted seller and buyer of this profile (scripted
@@ -100,6 +115,20 @@ B.save_figure(fig, "figure1_ledger")
 turn, table = explorer.turn(record, min(7, len(record["turns"])))
 print(f"turn {turn['turn']} ({turn['role']}): {turn['prose']}")
 display(table)
+
+# %% [markdown]
+# ### Exercise 2
+# Play the next car scenario (seed 5,000,054) with the same two parties. Did they agree, after how
+# many turns, and which side got the larger $\tilde U$? (`explorer.play` returns the transcript
+# record; its `outcome` holds `deal`, `seller_utility` and `buyer_utility`.)
+
+# %% tags=["solution"]
+# Exercise 2: one more episode, read from its transcript record.
+other = explorer.play("car", 5_000_054, seller, buyer)
+o = other["outcome"]
+verdict = (f"deal: seller U~ {o['seller_utility']:.3f}, buyer U~ {o['buyer_utility']:.3f}" if o["deal"]
+           else "no deal")
+print(f"{seller} vs {buyer}, car seed 5,000,054: {verdict} after {len(other['turns'])} turns")
 
 # %% [markdown]
 # ## Interactive: the episode explorer
