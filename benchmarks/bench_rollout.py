@@ -5,8 +5,9 @@ SmolLM2-135M-Instruct (float32, CPU) sells against a scripted Conceder buyer. Th
 batch 16; the baseline plays episodes one after another (``play_one``, batch 1) on the same model,
 with the same sampling, token budget and prefix reuse. Prints generated tokens/s (wall and CPU),
 episodes/s and their ratios.
-SPEC target: >= 4x at batch 16 on 2 CPU cores. Short turns (48 new tokens) and 2 rounds keep the
-run to a few minutes; the baseline plays fewer episodes (rates, not totals, are compared).
+SPEC target: >= 4x at batch 16 on 2 CPU cores. Turns of 128 new tokens (the default profile's
+language-model arms) and 3 rounds keep the run to a few minutes; the baseline plays fewer episodes
+(rates, not totals, are compared).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--episodes", type=int, default=16, help="episodes played by the batched engine")
     ap.add_argument("--batch", type=int, default=16, help="concurrent episodes (= generate batch)")
     ap.add_argument("--sequential", type=int, default=8, help="episodes played one at a time")
-    ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=128, help="per turn (default profile: 128)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scaffold", default="evaluation", choices=["training", "evaluation"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-prefix-cache", action="store_true", help="prefill every prompt in full (both runs)")

@@ -349,7 +349,7 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
 CURVE_COLUMNS = (("loss", "token NLL (warm-up)"), ("reward", "reward"), ("score", "score S"),
                  ("deal_rate", "deal rate"), ("kl", "KL (k3)"),
                  ("entropy", "entropy"), ("grad_norm", "grad norm"), ("lr", "learning rate"),
-                 ("bad_parse_rate", "bad-parse rate"), ("turns", "turns"))
+                 ("bad_parse_rate", "bad-parse rate"), ("turns", "turns"), ("advantage_abs_max", "max |advantage|"))
 
 
 def training_curves(log: pd.DataFrame, title: str = "", paper_kl: float | None = None) -> Figure:

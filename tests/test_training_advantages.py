@@ -93,3 +93,15 @@ def test_matches_a_direct_leave_one_out_computation():
             for i in range(G):
                 others = np.delete(g, i)
                 assert adv[b * G + i] == pytest.approx((g[i] - others.mean()) / others.std(ddof=ddof), rel=1e-9)
+
+
+def test_std_floor_bounds_a_lone_reward_against_nearly_equal_others():
+    """The default profile's first GRPO group: three deals within 7e-6 of each other and one lower
+    deal. NeMo-RL's rule (floor 0) divides by the others' ~4e-6 std; a floor bounds |A|."""
+    r = np.array([0.9959707062978286, 0.9959707062978286, 0.9959640770918209, 0.6737541032511319])
+    nemo = loo_advantages(r, 4)
+    assert abs(nemo[3]) > 5e4
+    floored = loo_advantages(r, 4, std_floor=0.1)
+    assert floored[3] == pytest.approx((r[3] - r[:3].mean()) / 0.1)
+    spread = np.array([0.2, 0.9, 0.5, 0.7])  # a real spread: the floor changes nothing
+    assert np.allclose(loo_advantages(spread, 4, std_floor=0.1), loo_advantages(spread, 4))

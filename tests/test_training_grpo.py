@@ -149,6 +149,7 @@ def test_tiny_run_moves_the_policy(resumed_run):
         "time_buyer_s",
         "time_update_s",
         "wall_time_s",
+        "advantage_abs_max",
     ):
         assert key in log[-1], key
     assert (out / "train_log.csv").is_file() and (out / "validation_log.csv").is_file()

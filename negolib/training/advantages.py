@@ -51,18 +51,23 @@ def loo_baseline_and_std(
     return base.reshape(-1), std.reshape(-1)
 
 
-def loo_advantages(rewards: np.ndarray, group_size: int, ddof: int = 1, normalize: bool = True) -> np.ndarray:
-    """A_i = (r_i - b_i) / s_i where s_i > 0, else r_i - b_i. rewards and result: (B * G,)."""
+def loo_advantages(rewards: np.ndarray, group_size: int, ddof: int = 1, normalize: bool = True,
+                   std_floor: float = 0.0) -> np.ndarray:
+    """A_i = (r_i - b_i) / max(s_i, std_floor) where s_i > 0, else r_i - b_i. rewards and result: (B * G,).
+
+    ``std_floor = 0`` is NeMo-RL's rule; a positive floor (ours) bounds |A_i| by |r_i - b_i| / floor
+    when the other rollouts of the group nearly agree."""
     r = np.asarray(rewards, dtype=np.float64)
     base, std = loo_baseline_and_std(r, group_size, ddof)
     adv = r - base
     if normalize:
         pos = std > 0
-        adv[pos] = adv[pos] / std[pos]
+        adv[pos] = adv[pos] / np.maximum(std[pos], std_floor)
     return adv
 
 
-def loo_advantages_torch(rewards, group_size: int, ddof: int = 1, normalize: bool = True):  # noqa: ANN001, ANN201
+def loo_advantages_torch(rewards, group_size: int, ddof: int = 1, normalize: bool = True,  # noqa: ANN001, ANN201
+                         std_floor: float = 0.0):
     """Torch wrapper of :func:`loo_advantages` (same device and dtype as ``rewards``, shape (B * G,)).
 
     NaN rewards (unscorable rollouts) get advantage 0 and are excluded from nothing else: the caller
@@ -72,6 +77,6 @@ def loo_advantages_torch(rewards, group_size: int, ddof: int = 1, normalize: boo
 
     arr = rewards.detach().float().cpu().numpy()
     nan = np.isnan(arr)
-    adv = loo_advantages(np.where(nan, 0.0, arr), group_size, ddof, normalize)
+    adv = loo_advantages(np.where(nan, 0.0, arr), group_size, ddof, normalize, std_floor)
     adv[nan] = 0.0
     return torch.as_tensor(adv, dtype=rewards.dtype, device=rewards.device)

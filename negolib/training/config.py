@@ -35,6 +35,10 @@ class TrainConfig:
     # -- objective [App. H "Algorithm"] -------------------------------------------------------
     advantage: Literal["loo", "group"] = "loo"  # NeMo-RL leave-one-out; "group" = TRL's mean/std
     loo_std_ddof: int = 1  # ddof of the leave-one-out std (NeMo-RL: 1, Bessel-corrected)
+    # Ours (0 = NeMo-RL): divide by max(std, floor). The leave-one-out std excludes the rollout itself,
+    # so when the other rollouts nearly agree a lone different reward is divided by ~1e-6 (NeMo-RL
+    # does the same); a floor bounds |A| by |r - b| / floor.
+    loo_std_floor: float = 0.0
     clip_low: float = 0.2
     clip_high: float = 0.2
     loss_type: str = "dapo"  # token-level loss
@@ -128,6 +132,7 @@ class TrainConfig:
             "train_seed_offset",
             "lora_rank",
             "lora_dropout",
+            "loo_std_floor",
         ):
             if getattr(self, name) < 0:
                 raise ValidationError(src, name, f"must be >= 0, got {getattr(self, name)}")

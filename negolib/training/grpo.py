@@ -116,7 +116,11 @@ def _trainer_class():  # noqa: ANN202 (TRL imported lazily)
                 rpf = self._gathered_rewards
                 rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)
                 rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
-                adv = loo_advantages_torch(rewards, g, ddof=self.train_config.loo_std_ddof)
+                adv = loo_advantages_torch(rewards, g, ddof=self.train_config.loo_std_ddof,
+                                           std_floor=self.train_config.loo_std_floor)
+                finite = adv[~torch.isnan(rewards)]
+                if len(finite):  # the largest |A| of the step: shows when a near-zero std blew one up
+                    self._metrics[mode]["advantage_abs_max"].append(float(finite.abs().max()))
                 n = len(inputs)
                 local = adv[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]
                 out["advantages"] = local.to(out["advantages"].device, out["advantages"].dtype)
