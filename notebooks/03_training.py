@@ -92,6 +92,12 @@ for (r, s), (summ, wlog, demos) in warm.items():
 # k3 KL to the initial policy, policy entropy, gradient norm, learning rate (warmup-cosine), seller
 # bad-parse rate and episode length. The dotted line on the KL panel is the paper's logged KL at the
 # end of its 2.3B shared-LR continuation (App. D), for scale only.
+#
+# The last panel, max |advantage|, is the largest leave-one-out advantage of the step. With NeMo-RL's
+# estimator (the paper's), a group whose *other* rollouts nearly tie divides by a standard deviation
+# near 1e-6, so one differing reward gets an advantage of 10^4 or more and dominates that step's loss
+# and gradient norm (clipping then bounds the update). `loo_std_floor` in a run's `config` (ours;
+# 0 = NeMo-RL, as in every profile here) floors that deviation when you want to rule this out.
 
 # %%
 for run, seed in runs:
