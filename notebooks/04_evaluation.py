@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -110,7 +112,7 @@ print({name: agent.backend for name, agent in agents.items()})
 with summarize_warnings():  # e.g. prompts truncated to the arm's prompt cap
     pilot = pilot_gate(protocol, agents, P.evaluation.pilot_episodes, arms=ready,
                        store=TranscriptStore(B.paths.evaluation / "pilot.jsonl"),
-                       log=B.paths.evaluation / "pilot_log.jsonl")
+                       log=B.paths.evaluation / "pilot_log.jsonl", progress=True)
 if not pilot.passed:
     pilot.log_failures(deviations, "ran regardless (the pilot gate is logged, not enforced)", phash)
 paper_cell = {"10x LR x Sonnet 5 cell": "3 bad parses in 54 turns: failed, ran regardless"}
