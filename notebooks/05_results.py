@@ -60,7 +60,7 @@ cols = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", 
 family = prim[cols].round(4).set_index(["arm_a", "arm_b"]) if len(prim) else pd.DataFrame()
 st = paper.get("statistics")
 paper_p = {"p at 2.3B / at 4.5B-31B": f"{st['primary_p_e2b']} / <= {st['primary_p_max_significant']:g}"}
-title = "Primary family: trained − base (Holm)"
+title = "Primary family: trained − reference arm (Holm)"
 display(B.save_table(simple_table("primary_family", title, family, paper_values=paper_p)))
 for r in prim.itertuples():
     verdict = "excludes zero after Holm" if r.significant else "does not exclude zero"
@@ -69,6 +69,10 @@ for r in prim.itertuples():
 
 # %% [markdown]
 # ## Table 1: paired gains by size and learning rate
+# Columns follow the paper's design (`design.sizes` in the params). In the embedded default profile the
+# single short GRPO run (lr 1e-5) fills the 3×LR column and the base is the raw SmolLM2, which writes no
+# parseable action: its "3×LR − base" gain is mostly the format warm-up's work. The primary family
+# above isolates what GRPO added.
 
 # %%
 display(B.save_table(table1(R.contrasts, R.est, P, paper)))
