@@ -140,3 +140,12 @@ def test_smollm2_converts_caches_and_reloads(smollm2_converted):
     with torch.inference_mode():
         out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=6, do_sample=True, top_k=64)
     assert out.shape[1] > x.shape[1]
+
+
+def test_prefill_kwargs_skips_the_vocabulary_projection_only_where_the_model_allows_it():
+    class NoKeep:
+        def forward(self, input_ids, past_key_values=None, use_cache=True):  # noqa: ANN001, ANN202
+            return None
+
+    assert models.prefill_kwargs(models.tiny_causal_lm()[0]) == {"logits_to_keep": 1}
+    assert models.prefill_kwargs(NoKeep()) == {}

@@ -15,7 +15,6 @@ preallocated cache with grouped-query attention that copies nothing (:mod:`negol
 
 from __future__ import annotations
 
-import inspect
 import time
 import warnings
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from typing import Any
 from negolib.agents.base import Agent, AgentReply
 from negolib.chat_template import TurnTags, decode_turn, derive_turn_tags, encode_chat
 from negolib.env import PartyView
+from negolib.models import prefill_kwargs
 from negolib.prompts import PromptConfig, Scaffold, render_messages
 from negolib.sampling import SamplingConfig, derive_seed
 
@@ -171,11 +171,8 @@ class HFAgent(Agent):
         pad = tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else self.tags.stop_ids[0]
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
-        # A prefill needs no logits (generate computes the last prompt token's): skip the LM head where the
-        # model allows it (~20% of a small model's prefill arithmetic, and a tokens x vocab allocation).
-        forward = getattr(model, "forward", None)
-        takes_keep = forward is not None and "logits_to_keep" in inspect.signature(forward).parameters
-        self._last_logits_only: dict[str, int] = {"logits_to_keep": 1} if takes_keep else {}
+        # A prefill needs no logits (generate computes the last prompt token's): skip the LM head.
+        self._last_logits_only: dict[str, int] = prefill_kwargs(model)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, sampling: SamplingConfig | None = None, dtype: str = "float32",

@@ -33,6 +33,7 @@ from typing import Any
 
 from negolib.agents.base import Agent
 from negolib.env import EnvConfig, Episode
+from negolib.models import prefill_kwargs
 
 __all__ = ["WarmupConfig", "Demonstration", "demonstrations", "format_warmup", "run_format_warmup",
            "warmup_dir", "warmup_ready"]
@@ -172,8 +173,7 @@ def _example_loss(model: Any, demo: Demonstration, prompt_grad: bool) -> tuple[A
         logits = model(input_ids=ids).logits[0, prompt.shape[1] - 1 : -1]
     else:  # the prompt but its last token, once, without gradients; then its last token + the completion
         with torch.no_grad():
-            # logits_to_keep=1: the prompt pass needs only the cache, not the vocabulary projection
-            past = model(input_ids=prompt[:, :-1], use_cache=True, logits_to_keep=1).past_key_values
+            past = model(input_ids=prompt[:, :-1], use_cache=True, **prefill_kwargs(model)).past_key_values
         ids = torch.cat([prompt[:, -1:], completion[:, :-1]], dim=1)
         pos = torch.arange(prompt.shape[1] - 1, prompt.shape[1] - 1 + ids.shape[1], device=device)[None]
         logits = model(input_ids=ids, past_key_values=past, position_ids=pos, use_cache=False).logits[0]
