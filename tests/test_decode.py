@@ -59,15 +59,84 @@ def test_grouped_sdpa_hands_prefill_to_transformers(monkeypatch):
 def test_preallocated_layer_appends_in_place():
     from negolib.agents.decode import PreallocatedLayer
 
-    kb, vb = torch.zeros(2, 1, 6, 4), torch.zeros(2, 1, 6, 4)
-    kb[:, :, :3], vb[:, :, :3] = 1.0, 2.0
+    kb, vb = torch.zeros(2, 1, 4, 6), torch.zeros(2, 1, 6, 4)  # keys transposed: (batch, heads, dim, capacity)
+    kb[..., :3], vb[:, :, :3] = 1.0, 2.0
     layer = PreallocatedLayer(kb, vb, 3)
-    assert layer.get_seq_length() == 3 and layer.keys.shape[2] == 3
+    assert layer.get_seq_length() == 3 and layer.keys.shape == layer.values.shape == (2, 1, 3, 4)
     k, v = layer.update(torch.full((2, 1, 2, 4), 5.0), torch.full((2, 1, 2, 4), 6.0))
-    assert k.shape[2] == v.shape[2] == 5 == layer.get_seq_length()
-    assert k.data_ptr() == kb.data_ptr() and float(kb[0, 0, 4, 0]) == 5.0 and float(vb[1, 0, 3, 1]) == 6.0
+    assert k.shape == v.shape == (2, 1, 5, 4) and layer.get_seq_length() == 5
+    assert k.data_ptr() == kb.data_ptr() and float(kb[0, 0, 0, 4]) == 5.0 and float(vb[1, 0, 3, 1]) == 6.0
+    assert float(k[0, 0, 4, 2]) == 5.0 and float(k[1, 0, 2, 3]) == 1.0
     with pytest.raises(RuntimeError, match="capacity 6"):
         layer.update(torch.zeros(2, 1, 2, 4), torch.zeros(2, 1, 2, 4))
+
+
+def test_preallocated_layer_from_rows_left_pads_with_zeros():
+    from negolib.agents.decode import PreallocatedLayer
+
+    g = torch.Generator().manual_seed(0)
+    rows = [(torch.randn(1, 2, n, 3, generator=g), torch.randn(1, 2, n, 3, generator=g)) for n in (4, 1, 0)]
+    layer = PreallocatedLayer.from_rows(rows, end=5, capacity=9)
+    assert layer.get_seq_length() == 5 and layer.k_buf.shape == (3, 2, 3, 9)
+    for i, (k, v) in enumerate(rows):
+        n = k.shape[2]
+        assert torch.equal(layer.keys[i, :, 5 - n:], k[0]) and torch.equal(layer.values[i, :, 5 - n:], v[0])
+        assert not layer.keys[i, :, :5 - n].any() and not layer.values[i, :, :5 - n].any()
+
+
+@pytest.mark.parametrize("keep, order", [([True, False, True, True], [0, 3, 2]), ([False, False, True], [2]),
+                                         ([True, True, False], [0, 1]), ([True, True], [0, 1])])
+def test_compaction_order_fills_freed_slots_from_the_end(keep, order):
+    from negolib.agents.decode import compaction_order
+
+    assert compaction_order(keep) == order
+
+
+def test_compact_moves_kept_rows_without_touching_the_others():
+    from negolib.agents.decode import PreallocatedLayer, compaction_order
+
+    kb = torch.arange(5.0)[:, None, None, None].expand(5, 1, 2, 4).clone()
+    vb = torch.arange(5.0)[:, None, None, None].expand(5, 1, 4, 2).clone() + 10
+    layer = PreallocatedLayer(kb, vb, 3)
+    order = compaction_order([False, True, False, True, True])
+    layer.compact(order)
+    assert order == [3, 1, 4]
+    assert layer.keys[:, 0, 0, 0].tolist() == [3.0, 1.0, 4.0]
+    assert layer.values[:, 0, 0, 0].tolist() == [13.0, 11.0, 14.0]
+    assert layer.k_buf.data_ptr() == kb.data_ptr()  # narrowed in place, not copied
+    layer.update(torch.zeros(3, 1, 1, 2), torch.zeros(3, 1, 1, 2))
+    assert layer.keys.shape == (3, 1, 4, 2)
+
+
+@pytest.mark.parametrize("masked", [True, False])
+@pytest.mark.parametrize("groups", [1, 3])
+def test_decode_attention_on_transposed_keys_equals_transformers_sdpa(masked, groups):
+    """The written-out decode attention over a PreallocatedLayer's transposed keys (any group size,
+    a boolean or an additive mask) equals transformers' SDPA on the same values."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from negolib.agents.decode import PreallocatedLayer, grouped_sdpa
+
+    g = torch.Generator().manual_seed(groups)
+    batch, kv_heads, length, dim = 3, 2, 17, 8
+    q = torch.randn(batch, kv_heads * groups, 1, dim, generator=g)
+    rows = [(torch.randn(1, kv_heads, length, dim, generator=g), torch.randn(1, kv_heads, length, dim, generator=g))
+            for _ in range(batch)]
+    layer = PreallocatedLayer.from_rows(rows, end=length, capacity=length + 4)
+    k, v = layer.keys, layer.values
+    assert k.stride(-2) == 1
+    masks = [None]
+    if masked:
+        mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+        mask[0, ..., :5] = False
+        mask[2, ..., :1] = False
+        masks = [mask, torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))]
+    module = _Attn(groups)
+    for mask in masks:
+        ours, _ = grouped_sdpa(module, q, k, v, mask, scaling=0.3)
+        theirs, _ = sdpa_attention_forward(module, q, k.contiguous(), v, mask, scaling=0.3)
+        assert ours.shape == theirs.shape == (batch, 1, kv_heads * groups, dim)
+        assert torch.allclose(ours, theirs, atol=1e-6)
 
 
 def test_grouped_attention_switches_only_sdpa_models_and_restores():
@@ -176,7 +245,7 @@ def test_decode_drops_finished_rows_and_keeps_their_tokens():
     prompts = [list(range(10 + 7 * i, 40 + 9 * i)) for i in range(8)]
     alone = [run([p], {-1})[0][0] for p in prompts]
     assert all(len(x) == 12 for x in alone)
-    stops = {alone[0][2], alone[1][3]}  # rows 0 and 1 stop early: a quarter of the batch, so it shrinks
+    stops = {alone[0][2], alone[1][3]}  # rows 0 and 1 stop early and leave the batch
     comps, _, fins = run(prompts, stops)
     for c, f, solo in zip(comps, fins, alone):
         cut = next((j + 1 for j, t in enumerate(solo) if t in stops), len(solo))

@@ -6,14 +6,17 @@ transformers' ``generate`` that grow with batch x context dominated a batch-16 S
 (profiled: 0.56 s per step at ~850 cached tokens, against 0.08 s at batch 1):
 
 * ``DynamicLayer`` appends each new token with ``torch.cat``, copying the whole cache every step;
-  :class:`PreallocatedLayer` writes into a buffer sized once for prompt + new tokens;
+  :class:`PreallocatedLayer` writes into a buffer sized once for prompt + new tokens, and keeps its
+  keys transposed, (dim, position), so that a decode step's query-key product is one plain batched
+  matrix product over contiguous memory;
 * with a padding mask, transformers' SDPA path expands the key/value heads to the query heads
   (``repeat_kv``: a copy of the cache times the group size, every layer, every step);
   :func:`grouped_sdpa` instead folds a decode step's query heads into the query-length axis, so each
   key/value head is read once and nothing is copied. The arithmetic is the same attention;
 * top-p sorts and ``multinomial`` draws over the whole 49k vocabulary for every row and step;
   :func:`sample_tokens` keeps transformers' temperature -> top-k -> top-p rules but works on the
-  top-k candidates only, and :func:`decode` drops finished rows from the batch.
+  top-k candidates only, and :func:`decode` moves finished rows out of the batch as they stop
+  (one row's copy each, not the whole cache's).
 
 :func:`grouped_attention` switches a model to grouped SDPA for the duration of a ``with`` block.
 Import this module lazily: it imports torch and transformers.
@@ -45,8 +48,11 @@ def grouped_sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: 
 
     groups = getattr(module, "num_key_value_groups", 1)
     extras = {k: v for k, v in kwargs.items() if v is not None and k not in _IGNORED_KWARGS}
-    if groups == 1 or query.shape[2] != 1 or extras or dropout or (
-            attention_mask is not None and attention_mask.shape[-2] != 1):
+    decoding = query.shape[2] == 1 and not extras and not dropout and (
+        attention_mask is None or attention_mask.shape[-2] == 1)
+    if decoding and key.stride(-2) == 1:  # keys stored transposed (a PreallocatedLayer)
+        return _decode_attention(query, key, value, attention_mask, scaling), None
+    if groups == 1 or not decoding:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     batch, heads, _, dim = query.shape
@@ -54,6 +60,25 @@ def grouped_sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: 
     out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=attention_mask,
                                                            scale=scaling, is_causal=False)
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+
+def _decode_attention(query: Any, key: Any, value: Any, mask: Any, scaling: float | None) -> Any:
+    """One decode step's attention written out: softmax(q k^T * scale + mask) v, with the query heads
+    of each key/value group folded into the query axis and ``key`` a transposed view of the cache
+    (its ``transpose(-1, -2)`` is contiguous, so q k^T is a plain batched matrix product).
+    Returns (batch, 1, heads, dim) as transformers' attention functions do."""
+    batch, heads, _, dim = query.shape
+    kv_heads = key.shape[1]
+    folded = query.reshape(batch, kv_heads, heads // kv_heads, dim)
+    scores = torch.matmul(folded, key.transpose(-1, -2))
+    scores.mul_(dim ** -0.5 if scaling is None else scaling)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores.masked_fill_(~mask, float("-inf"))
+        else:
+            scores.add_(mask)
+    out = torch.matmul(scores.softmax(-1), value)
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous()
 
 
 # Keyword arguments transformers passes to every attention function that do not change the result.
@@ -103,29 +128,55 @@ class PreallocatedLayer(DynamicLayer):
     """A cache layer writing new keys/values in place into a buffer of fixed capacity.
 
     Behaves as transformers' ``DynamicLayer`` (``keys``/``values`` are the filled part, of shape
-    (batch, kv_heads, length, dim)), so ``generate`` and the models use it unchanged; appending a
-    token costs one token's copy instead of the whole cache's.
+    (batch, kv_heads, length, dim)), so the models use it unchanged; appending a token costs one
+    token's copy instead of the whole cache's. Keys are stored transposed, (batch, kv_heads, dim,
+    capacity): ``keys`` is a view whose last two axes are swapped, which :func:`grouped_sdpa`
+    multiplies directly (other attention functions receive the same values, strided).
     """
 
     is_croppable = False
 
-    def __init__(self, keys: Any, values: Any, length: int) -> None:
-        """``keys``/``values``: buffers (batch, kv_heads, capacity, dim) whose first ``length``
-        positions hold the prefilled prompt."""
+    def __init__(self, keys_t: Any, values: Any, length: int) -> None:
+        """``keys_t``: buffer (batch, kv_heads, dim, capacity); ``values``: buffer (batch, kv_heads,
+        capacity, dim); their first ``length`` positions hold the prefilled prompt."""
         super().__init__()
-        self.k_buf, self.v_buf, self.length = keys, values, length
-        self.dtype, self.device = keys.dtype, keys.device
+        if keys_t.shape[-1] != values.shape[-2]:
+            raise ValueError(f"key and value capacities differ: {keys_t.shape[-1]} != {values.shape[-2]}")
+        self.k_buf, self.v_buf, self.length = keys_t, values, length
+        self.dtype, self.device = values.dtype, values.device
         self.is_initialized = True
-        self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+        self._views()
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple[Any, Any]], end: int, capacity: int) -> PreallocatedLayer:
+        """A left-padded batch: row ``i`` holds ``rows[i]`` = (keys, values) of shape (1, kv_heads, n_i,
+        dim) at positions ``end - n_i .. end - 1``; positions before are zero (masked padding) and
+        positions from ``end`` on are written by the decode steps before they are read."""
+        k0 = rows[0][0]
+        batch, heads, dim = len(rows), k0.shape[1], k0.shape[3]
+        keys_t = k0.new_empty((batch, heads, dim, capacity))
+        values = k0.new_empty((batch, heads, capacity, dim))
+        for i, (k, v) in enumerate(rows):
+            n = k.shape[2]
+            keys_t[i, :, :, :end - n] = 0  # padding is masked, but must be finite (0 x inf is nan)
+            values[i, :, :end - n] = 0
+            if n:
+                keys_t[i, :, :, end - n:end] = k[0].transpose(-1, -2)
+                values[i, :, end - n:end] = v[0]
+        return cls(keys_t, values, end)
+
+    def _views(self) -> None:
+        self.keys = self.k_buf[..., :self.length].transpose(-1, -2)
+        self.values = self.v_buf[:, :, :self.length]
 
     def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         n, end = self.length, self.length + key_states.shape[-2]
-        if end > self.k_buf.shape[2]:
-            raise RuntimeError(f"preallocated KV cache full: {end} > capacity {self.k_buf.shape[2]}")
-        self.k_buf[:, :, n:end] = key_states
+        if end > self.v_buf.shape[2]:
+            raise RuntimeError(f"preallocated KV cache full: {end} > capacity {self.v_buf.shape[2]}")
+        self.k_buf[..., n:end] = key_states.transpose(-1, -2)
         self.v_buf[:, :, n:end] = value_states
         self.length = end
-        self.keys, self.values = self.k_buf[:, :, :end], self.v_buf[:, :, :end]
+        self._views()
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -135,9 +186,29 @@ class PreallocatedLayer(DynamicLayer):
         raise NotImplementedError("a preallocated cache cannot grow its batch")
 
     def batch_select_indices(self, indices: Any) -> None:
-        """Keep only the rows ``indices`` (drops finished rows from a batched decode)."""
+        """Keep only the rows ``indices``, in that order (a copy of the kept rows)."""
         self.k_buf, self.v_buf = self.k_buf[indices], self.v_buf[indices]
-        self.keys, self.values = self.k_buf[:, :, :self.length], self.v_buf[:, :, :self.length]
+        self._views()
+
+    def compact(self, order: list[int]) -> None:
+        """Keep ``len(order)`` rows, new row ``i`` being old row ``order[i]``, where ``order[i]`` is
+        ``i`` or a row at or beyond ``len(order)`` (see :func:`compaction_order`): each moved row is
+        copied once into a freed slot, then the batch axis is narrowed without copying."""
+        n = len(order)
+        for i, j in enumerate(order):
+            if j != i:
+                self.k_buf[i] = self.k_buf[j]
+                self.v_buf[i] = self.v_buf[j]
+        self.k_buf, self.v_buf = self.k_buf[:n], self.v_buf[:n]
+        self._views()
+
+
+def compaction_order(keep: list[bool]) -> list[int]:
+    """For rows flagged ``keep``: the old row each of the first ``sum(keep)`` slots takes, filling the
+    slots of dropped rows with kept rows from the end (the fewest row copies)."""
+    n = sum(keep)
+    movers = iter(j for j in range(n, len(keep)) if keep[j])
+    return [i if keep[i] else next(movers) for i in range(n)]
 
 
 def candidates(scaled: Any, top_k: int, top_p: float) -> tuple[Any, Any]:
@@ -180,8 +251,8 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
 
     ``cache`` holds every prompt but its last token, right-aligned at ``width - 1``; ``last_tokens``
     and ``lengths`` are each prompt's last token and length; ``sample(logits) -> (tokens, log-probs)``.
-    Rows that produce a stop token are done; once a quarter of the live rows are done they leave the
-    batch, so later steps read only the live rows' cache. Returns per prompt the new tokens (through
+    Rows that produce a stop token are done and leave the batch at once (:meth:`PreallocatedLayer.compact`),
+    so later steps read only the live rows' cache. Returns per prompt the new tokens (through
     the first stop token), their log-probs, and whether it stopped.
     """
     batch = len(lengths)
@@ -197,29 +268,27 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
     logprobs: list[list[float]] = [[] for _ in range(batch)]
     stopped = [False] * batch
     stops = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)  # per live row
     for step in range(max_new_tokens):
         out = model(input_ids=x[:, None], attention_mask=mask[:, :width + step], position_ids=pos[:, None],
                     past_key_values=cache, use_cache=True)
         x, lp = sample(out.logits[:, -1])
         is_stop = torch.isin(x, stops)
-        for row, t, p, was_done, stop in zip(live.tolist(), x.tolist(), lp.tolist(), finished.tolist(),
-                                             is_stop.tolist()):
-            if not was_done:  # a finished row still in the batch: its samples are discarded
-                tokens[row].append(t)
-                logprobs[row].append(p)
-                stopped[row] = stop
-        finished |= is_stop
-        if bool(finished.all()):
+        flags = is_stop.tolist()
+        for row, t, p, stop in zip(live.tolist(), x.tolist(), lp.tolist(), flags):
+            tokens[row].append(t)
+            logprobs[row].append(p)
+            stopped[row] = stop
+        if all(flags):
             break
-        if int(finished.sum()) * 4 >= len(live):
-            keep = (~finished).nonzero().squeeze(-1)
+        if any(flags):  # finished rows leave; kept rows fill their slots
+            order = compaction_order([not f for f in flags])
             for layer in cache.layers:
-                layer.batch_select_indices(keep)
-            live, x, pos, mask, finished = live[keep], x[keep], pos[keep], mask[keep], finished[keep]
+                layer.compact(order)
+            index = torch.tensor(order, dtype=torch.long, device=device)
+            live, x, pos, mask = live[index], x[index], pos[index], mask[index]
         pos = pos + 1
     return tokens, logprobs, stopped
 
 
-__all__ = ["ATTENTION_NAME", "PreallocatedLayer", "candidates", "decode", "grouped_attention", "grouped_sdpa",
-           "sample_tokens"]
+__all__ = ["ATTENTION_NAME", "PreallocatedLayer", "candidates", "compaction_order", "decode", "grouped_attention",
+           "grouped_sdpa", "sample_tokens"]

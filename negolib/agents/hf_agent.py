@@ -352,18 +352,8 @@ class HFAgent(Agent):
                 rows.append(kv)
             batch = DynamicCache(config=self.model.config)
             capacity = width - 1 + self.sampling.max_new_tokens + 1
-            layers = []
-            for layer in range(len(rows[0])):
-                k0 = rows[0][layer][0]
-                shape = (len(rows), k0.shape[1], capacity, k0.shape[3])
-                keys, values = k0.new_zeros(shape), k0.new_zeros(shape)
-                for i, kv in enumerate(rows):
-                    n = kv[layer][0].shape[2]
-                    if n:
-                        keys[i, :, width - 1 - n:width - 1] = kv[layer][0][0]
-                        values[i, :, width - 1 - n:width - 1] = kv[layer][1][0]
-                layers.append(PreallocatedLayer(keys, values, width - 1))
-            batch.layers = layers
+            batch.layers = [PreallocatedLayer.from_rows([kv[layer] for kv in rows], width - 1, capacity)
+                            for layer in range(len(rows[0]))]
         return batch
 
 
