@@ -84,6 +84,31 @@ def test_preallocated_layer_from_rows_left_pads_with_zeros():
         assert not layer.keys[i, :, :5 - n].any() and not layer.values[i, :, :5 - n].any()
 
 
+def test_kv_pool_reuses_its_buffers_and_grows_when_asked_for_more():
+    from negolib.agents.decode import KVPool, PreallocatedLayer
+
+    g = torch.Generator().manual_seed(1)
+
+    def rows(batch, n):  # [row][layer] -> (keys, values), two layers
+        return [[(torch.randn(1, 2, n - i, 3, generator=g), torch.randn(1, 2, n - i, 3, generator=g))
+                 for _ in range(2)] for i in range(batch)]
+
+    pool = KVPool(step=8)
+    r = rows(3, 5)
+    first = pool.layers(r, end=5, capacity=9)
+    assert [tuple(b[0].shape) for b in pool.buffers] == [(3, 2, 3, 16)] * 2
+    ptr = first[0].k_buf.data_ptr()
+    for layer, got in enumerate(first):
+        want = PreallocatedLayer.from_rows([x[layer] for x in r], 5, 9)
+        assert torch.equal(got.keys, want.keys) and torch.equal(got.values, want.values)
+    r = rows(2, 4)  # smaller: the same memory, filled afresh
+    second = pool.layers(r, end=4, capacity=12)
+    assert second[0].k_buf.data_ptr() == ptr and second[0].k_buf.shape == (2, 2, 3, 12)
+    assert torch.equal(second[1].values, PreallocatedLayer.from_rows([x[1] for x in r], 4, 12).values)
+    pool.layers(rows(4, 5), end=5, capacity=20)  # larger: grows to (4, 24)
+    assert [tuple(b[0].shape) for b in pool.buffers] == [(4, 2, 3, 24)] * 2
+
+
 @pytest.mark.parametrize("keep, order", [([True, False, True, True], [0, 3, 2]), ([False, False, True], [2]),
                                          ([True, True, False], [0, 1]), ([True, True], [0, 1])])
 def test_compaction_order_fills_freed_slots_from_the_end(keep, order):

@@ -148,14 +148,19 @@ class PreallocatedLayer(DynamicLayer):
         self._views()
 
     @classmethod
-    def from_rows(cls, rows: list[tuple[Any, Any]], end: int, capacity: int) -> PreallocatedLayer:
+    def from_rows(cls, rows: list[tuple[Any, Any]], end: int, capacity: int,
+                  buffers: tuple[Any, Any] | None = None) -> PreallocatedLayer:
         """A left-padded batch: row ``i`` holds ``rows[i]`` = (keys, values) of shape (1, kv_heads, n_i,
         dim) at positions ``end - n_i .. end - 1``; positions before are zero (masked padding) and
-        positions from ``end`` on are written by the decode steps before they are read."""
+        positions from ``end`` on are written by the decode steps before they are read.
+        ``buffers``: (keys_t, values) to fill instead of allocating (see :class:`KVPool`)."""
         k0 = rows[0][0]
         batch, heads, dim = len(rows), k0.shape[1], k0.shape[3]
-        keys_t = k0.new_empty((batch, heads, dim, capacity))
-        values = k0.new_empty((batch, heads, capacity, dim))
+        if buffers is None:
+            keys_t = k0.new_empty((batch, heads, dim, capacity))
+            values = k0.new_empty((batch, heads, capacity, dim))
+        else:
+            keys_t, values = buffers
         for i, (k, v) in enumerate(rows):
             n = k.shape[2]
             keys_t[i, :, :, :end - n] = 0  # padding is masked, but must be finite (0 x inf is nan)
@@ -201,6 +206,49 @@ class PreallocatedLayer(DynamicLayer):
                 self.v_buf[i] = self.v_buf[j]
         self.k_buf, self.v_buf = self.k_buf[:n], self.v_buf[:n]
         self._views()
+
+
+class KVPool:
+    """Key/value buffers kept between batched decodes and handed out as views, per layer.
+
+    A batch cache of a small model at batch 16 is ~1 GB; allocating it afresh for every seller wave
+    costs more in page faults than filling it (1.3 s against 0.3 s a wave for SmolLM2 on 2 cores).
+    The pool grows to the largest (batch, capacity) asked for (capacity in steps of ``step``) and
+    holds that memory until dropped. One decode at a time may use it.
+    """
+
+    def __init__(self, step: int = 256) -> None:
+        self.step = step
+        self.buffers: list[tuple[Any, Any]] = []
+
+    def layers(self, rows: list[list[tuple[Any, Any]]], end: int, capacity: int) -> list[PreallocatedLayer]:
+        """One :meth:`PreallocatedLayer.from_rows` per layer, ``rows[i][layer]`` being row ``i``'s
+        (keys, values) of that layer, written into pooled buffers."""
+        n_layers, batch = len(rows[0]), len(rows)
+        out = []
+        for layer in range(n_layers):
+            k0 = rows[0][layer][0]
+            heads, dim = k0.shape[1], k0.shape[3]
+            if layer < len(self.buffers):
+                kb, vb = self.buffers[layer]
+                fits = (kb.shape[0] >= batch and kb.shape[3] >= capacity and kb.shape[1:3] == (heads, dim)
+                        and kb.dtype == k0.dtype and kb.device == k0.device)
+            else:
+                fits = False
+            if not fits:
+                old = self.buffers[layer][0].shape if layer < len(self.buffers) else (0, 0, 0, 0)
+                b, cap = max(batch, old[0]), -(-max(capacity, old[3]) // self.step) * self.step
+                kb, vb = k0.new_empty((b, heads, dim, cap)), k0.new_empty((b, heads, cap, dim))
+                if layer < len(self.buffers):
+                    self.buffers[layer] = (kb, vb)
+                else:
+                    self.buffers.append((kb, vb))
+            buffers = (kb[:batch, :, :, :capacity], vb[:batch, :, :capacity])
+            out.append(PreallocatedLayer.from_rows([r[layer] for r in rows], end, capacity, buffers))
+        return out
+
+    def clear(self) -> None:
+        self.buffers.clear()
 
 
 def compaction_order(keep: list[bool]) -> list[int]:
@@ -290,5 +338,5 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
     return tokens, logprobs, stopped
 
 
-__all__ = ["ATTENTION_NAME", "PreallocatedLayer", "candidates", "compaction_order", "decode", "grouped_attention",
-           "grouped_sdpa", "sample_tokens"]
+__all__ = ["ATTENTION_NAME", "KVPool", "PreallocatedLayer", "candidates", "compaction_order", "decode",
+           "grouped_attention", "grouped_sdpa", "sample_tokens"]

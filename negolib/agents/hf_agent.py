@@ -171,6 +171,7 @@ class HFAgent(Agent):
         pad = tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else self.tags.stop_ids[0]
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self._kv_pool: Any = None  # negolib.agents.decode.KVPool, made on first use (imports torch)
         # A prefill needs no logits (generate computes the last prompt token's): skip the LM head.
         self._last_logits_only: dict[str, int] = prefill_kwargs(model)
 
@@ -321,12 +322,14 @@ class HFAgent(Agent):
         import torch
         from transformers import DynamicCache
 
-        from negolib.agents.decode import PreallocatedLayer
-
         if min(len(p) for p in prompts) < 2 or not self._cacheable():
             return None
         pc = self.prefix_cache
         assert pc is not None
+        if self._kv_pool is None:
+            from negolib.agents.decode import KVPool
+
+            self._kv_pool = KVPool()
         pc.check((id(self.model), sum(p._version for p in self.model.parameters())))
         rows: list[list[tuple[Any, Any]]] = []
         with torch.inference_mode():
@@ -352,8 +355,7 @@ class HFAgent(Agent):
                 rows.append(kv)
             batch = DynamicCache(config=self.model.config)
             capacity = width - 1 + self.sampling.max_new_tokens + 1
-            batch.layers = [PreallocatedLayer.from_rows([kv[layer] for kv in rows], width - 1, capacity)
-                            for layer in range(len(rows[0]))]
+            batch.layers = self._kv_pool.layers(rows, width - 1, capacity)
         return batch
 
 
