@@ -4,7 +4,8 @@ SmolLM2-135M-Instruct (float32, CPU) sells against a scripted Conceder buyer. Th
 (``run_episodes``) advances 16 episodes together, so every seller wave is ONE ``generate`` call of
 batch 16; the baseline plays episodes one after another (``play_one``, batch 1) on the same model,
 with the same sampling, token budget and prefix reuse. Prints generated tokens/s (wall and CPU),
-episodes/s and their ratios.
+episodes/s and their ratios, and each run's split into prefill (prompt tokens not found in the
+prefix cache) and decode (sampled tokens), with per-phase ratios.
 SPEC target: >= 4x at batch 16 on 2 CPU cores. Turns of 128 new tokens (the default profile's
 language-model arms) and 3 rounds keep the run to a few minutes; the baseline plays fewer episodes
 (rates, not totals, are compared).
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import torch
 
-    from negolib.agents.hf_agent import HFAgent
+    from negolib.agents.hf_agent import GenerationStats, HFAgent
     from negolib.agents.scripted import make_scripted
     from negolib.env import EnvConfig
     from negolib.rollout import make_specs, play_one, run_episodes
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scenarios = scenario_set(eval_seeds(n_seeds))[: args.episodes]
     specs = make_specs("bench", "seller", ["conceder"], scenarios, cfg)
     single.generate_ids([single.tokenizer("warm up", add_special_tokens=False)["input_ids"]], seed=0)
+    single.stats = GenerationStats()
 
     t, c = time.perf_counter(), time.process_time()
     res = run_episodes(specs, agents_b, progress=False, max_batch=args.batch)
@@ -100,9 +102,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if pc is not None:
             share = pc.reused / max(1, pc.reused + pc.computed)
             print(f"prefix cache ({label}): {share:.0%} of prompt tokens reused, {pc.computed} prefilled")
+    phases = {}
+    for label, agent in (("batched", batched), ("one at a time", single)):
+        st = agent.stats
+        phases[label] = st.rates()
+        print(f"phases ({label}): prefill {st.prefill_tokens} tokens in {st.prefill_s:.1f} s "
+              f"({phases[label]['prefill_tok_s']:.0f} tok/s), decode {st.decode_tokens} tokens in {st.decode_s:.1f} s "
+              f"({phases[label]['decode_tok_s']:.1f} tok/s)")
+    b, o = phases["batched"], phases["one at a time"]
+    if o["prefill_tok_s"] and o["decode_tok_s"]:
+        print(f"phase ratios batched / one-at-a-time: prefill {b['prefill_tok_s'] / o['prefill_tok_s']:.2f}x, "
+              f"decode {b['decode_tok_s'] / o['decode_tok_s']:.2f}x")
     print(f"seller bad-parse rate: batched {sb['bad_parse']:.2f}, one at a time {ss['bad_parse']:.2f}")
     return {"batched": sb, "sequential": ss, "ratio_tokens": ratio_tok, "ratio_episodes": ratio_ep,
-            "ratio_cpu": ratio_cpu}
+            "ratio_cpu": ratio_cpu, "phases": phases}
 
 
 if __name__ == "__main__":

@@ -276,3 +276,69 @@ def test_decode_drops_finished_rows_and_keeps_their_tokens():
         cut = next((j + 1 for j, t in enumerate(solo) if t in stops), len(solo))
         assert c == solo[:cut] and f == (cut < len(solo) or solo[-1] in stops)
     assert len(comps[0]) <= 3 and len(comps[1]) <= 4 and fins[0] and fins[1]
+
+
+def test_decode_hands_each_leaving_row_its_keys_and_values():
+    """``on_leave`` gets, per row, the keys/values of its prompt and its new tokens but the last:
+    what a fresh prefill of those tokens computes (rows that stop early and rows that run out)."""
+    from transformers import DynamicCache
+
+    from negolib.agents.decode import decode, grouped_attention
+    from negolib.models import tiny_causal_lm
+
+    model, tok = tiny_causal_lm(seed=6, hidden=64, kv_heads=2)
+    a = HFAgent(model, tok, SamplingConfig(max_new_tokens=10, seed=0), prefix_cache_tokens=1)
+
+    def greedy(logits):
+        return logits.argmax(-1), torch.zeros(logits.shape[0])
+
+    prompts = [list(range(10 + 5 * i, 30 + 8 * i)) for i in range(5)]
+    width = max(map(len, prompts))
+    cache = a._prefilled_cache(prompts, width, torch.device("cpu"))
+    with torch.inference_mode(), grouped_attention(model):
+        probe = decode(model, a._prefilled_cache(prompts, width, torch.device("cpu")), [p[-1] for p in prompts],
+                       list(map(len, prompts)), width, 10, greedy, {-1})[0]
+    stops = {probe[1][3], probe[3][0]}
+    left = {}
+    with torch.inference_mode(), grouped_attention(model):
+        comps, _, _ = decode(model, cache, [p[-1] for p in prompts], list(map(len, prompts)), width, 10, greedy,
+                             stops, on_leave=lambda row, new, kv: left.setdefault(
+                                 row, (list(new), [(k.clone(), v.clone()) for k, v in kv])))
+    assert sorted(left) == list(range(5))
+    for row, (new, kv) in left.items():
+        assert new == comps[row]
+        ids = prompts[row] + new[:-1]
+        fresh = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([ids]), past_key_values=fresh, use_cache=True)
+        for (k, v), layer in zip(kv, fresh.layers):
+            assert k.shape == layer.keys.shape == (1, 2, len(ids), k.shape[-1])
+            assert torch.allclose(k, layer.keys, atol=1e-5) and torch.allclose(v, layer.values, atol=1e-5)
+    assert len(comps[1]) <= 4 and len(comps[3]) == 1 and any(len(c) == 10 for c in comps)
+
+
+def test_replies_enter_the_prefix_cache_and_samples_stay_as_without_reuse():
+    """After a turn the prefix cache holds each prompt with its reply (but the last token), which
+    the training scaffold's next prompt extends; samples equal those of a run without reuse."""
+    import numpy as np
+
+    from negolib.models import tiny_causal_lm
+
+    model, tok = tiny_causal_lm(seed=3, hidden=64, kv_heads=2)
+    s = SamplingConfig(max_new_tokens=8, seed=5)
+    fast = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192)
+    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1)
+    eps = [Episode(sc, episode_id=f"t{i}") for i, sc in enumerate(scenario_set([4, 5], ["car"]))]
+    buyer = make_scripted("hardliner")
+    for _ in range(2):
+        views = [e.view() for e in eps if not e.done]
+        a, b = fast.act_batch(views), plain.act_batch(views)
+        assert [r.extra["completion_ids"] for r in a] == [r.extra["completion_ids"] for r in b]
+        for r in a:
+            ids = np.asarray(r.extra["prompt_ids"] + r.extra["completion_ids"][:-1])
+            n, entry = fast.prefix_cache.lookup(ids)
+            assert n == len(ids) and entry["kv"][0][0].shape[2] == len(entry["ids"])
+        for e, r in zip(eps, a):
+            e.step(r.text)
+            if not e.done:
+                e.step(buyer.act(e.view()).text)

@@ -313,3 +313,22 @@ def test_prefix_cache_eviction():
     assert [len(e["ids"]) for e in pc.entries] == [5]
     pc.check("new weights")
     assert pc.entries == []
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_generation_stats_split_prefill_from_decode(tiny, views, reuse):
+    """Phase counters: decoded tokens are the completions' lengths; prefilled tokens are the prompt
+    tokens the prefix cache did not hold (none counted when generate prefills)."""
+    a = agent(tiny, prefix_cache_tokens=32_768 if reuse else 0)
+    first = a.act_batch(views)
+    after_first = a.stats.prefill_tokens
+    second = a.act_batch(views)  # the same prompts: all but each one's last token is cached
+    st = a.stats
+    assert st.calls == 2 and st.decode_s > 0
+    assert st.decode_tokens == sum(len(r.extra["completion_ids"]) for r in first + second)
+    if reuse:  # the shared system message is prefilled once, so fewer than all prompt tokens
+        assert st.prefill_tokens == after_first == a.prefix_cache.computed
+        assert 0 < after_first < sum(r.input_tokens - 1 for r in first)
+        assert st.prefill_s > 0 and st.rates()["prefill_tok_s"] > 0
+    else:
+        assert st.prefill_tokens == 0 and st.prefill_s == 0 and st.rates()["prefill_tok_s"] == 0

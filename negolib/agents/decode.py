@@ -41,8 +41,10 @@ def grouped_sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: 
     A single-token query (decoding) of shape (batch, heads, 1, dim) is viewed as
     (batch, kv_heads, group, dim), so query head ``h`` attends to key/value head ``h // group``
     exactly as ``repeat_kv`` arranges it; a (batch, 1, 1, kv) mask broadcasts over the group.
-    Everything else (prefill, no grouping, extra kwargs such as soft-capping or sinks) goes to
-    transformers' own SDPA function unchanged.
+    Keys stored transposed (a :class:`PreallocatedLayer`'s, any group size) go to
+    :func:`_decode_attention`, a product of contiguous matrices; others to PyTorch's SDPA.
+    Everything else (prefill, extra kwargs such as soft-capping or sinks) goes to transformers'
+    own SDPA function unchanged.
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -195,6 +197,12 @@ class PreallocatedLayer(DynamicLayer):
         self.k_buf, self.v_buf = self.k_buf[indices], self.v_buf[indices]
         self._views()
 
+    def row_kv(self, slot: int, start: int) -> tuple[Any, Any]:
+        """Views (keys, values), each (1, kv_heads, length - start, dim), of batch row ``slot`` from
+        position ``start`` on."""
+        keys = self.k_buf[slot:slot + 1, :, :, start:self.length].transpose(-1, -2)
+        return keys, self.v_buf[slot:slot + 1, :, start:self.length]
+
     def compact(self, order: list[int]) -> None:
         """Keep ``len(order)`` rows, new row ``i`` being old row ``order[i]``, where ``order[i]`` is
         ``i`` or a row at or beyond ``len(order)`` (see :func:`compaction_order`): each moved row is
@@ -293,15 +301,19 @@ def sample_tokens(logits: Any, temperature: float, top_k: int, top_p: float, gen
 
 
 def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], width: int, max_new_tokens: int,
-           sample: Callable[[Any], tuple[Any, Any]], stop_ids: set[int]
+           sample: Callable[[Any], tuple[Any, Any]], stop_ids: set[int],
+           on_leave: Callable[[int, list[int], list[tuple[Any, Any]]], None] | None = None,
            ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
     """Batched sampling from a prefilled, left-padded preallocated cache: one forward per new token.
 
     ``cache`` holds every prompt but its last token, right-aligned at ``width - 1``; ``last_tokens``
     and ``lengths`` are each prompt's last token and length; ``sample(logits) -> (tokens, log-probs)``.
     Rows that produce a stop token are done and leave the batch at once (:meth:`PreallocatedLayer.compact`),
-    so later steps read only the live rows' cache. Returns per prompt the new tokens (through
-    the first stop token), their log-probs, and whether it stopped.
+    so later steps read only the live rows' cache. ``on_leave(row, new_tokens, kv)``, if given, is
+    called as each row leaves, with per layer (keys, values) views of shape (1, kv_heads, n, dim)
+    holding the row's prompt and all its new tokens but the last (whose key/value was never
+    computed); the views die with the cache, so keep copies. Returns per prompt the new tokens
+    (through the first stop token), their log-probs, and whether it stopped.
     """
     batch = len(lengths)
     device = cache.layers[0].keys.device
@@ -316,25 +328,35 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
     logprobs: list[list[float]] = [[] for _ in range(batch)]
     stopped = [False] * batch
     stops = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
+
+    def leave(slots: list[int], rows: list[int]) -> None:
+        if on_leave is not None:
+            for slot, row in zip(slots, rows):
+                on_leave(row, tokens[row], [layer.row_kv(slot, width - lengths[row]) for layer in cache.layers])
+
     for step in range(max_new_tokens):
         out = model(input_ids=x[:, None], attention_mask=mask[:, :width + step], position_ids=pos[:, None],
                     past_key_values=cache, use_cache=True)
         x, lp = sample(out.logits[:, -1])
-        is_stop = torch.isin(x, stops)
-        flags = is_stop.tolist()
-        for row, t, p, stop in zip(live.tolist(), x.tolist(), lp.tolist(), flags):
+        flags = torch.isin(x, stops).tolist()
+        rows = live.tolist()
+        for row, t, p, stop in zip(rows, x.tolist(), lp.tolist(), flags):
             tokens[row].append(t)
             logprobs[row].append(p)
             stopped[row] = stop
-        if all(flags):
-            break
-        if any(flags):  # finished rows leave; kept rows fill their slots
+        done = [i for i, f in enumerate(flags) if f]
+        leave(done, [rows[i] for i in done])
+        if len(done) == len(rows):
+            return tokens, logprobs, stopped
+        if done:  # finished rows leave; kept rows fill their slots
             order = compaction_order([not f for f in flags])
             for layer in cache.layers:
                 layer.compact(order)
             index = torch.tensor(order, dtype=torch.long, device=device)
             live, x, pos, mask = live[index], x[index], pos[index], mask[index]
         pos = pos + 1
+    rows = live.tolist()
+    leave(list(range(len(rows))), rows)
     return tokens, logprobs, stopped
 
 

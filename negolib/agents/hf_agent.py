@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
@@ -92,6 +92,27 @@ def _recorder(temperature: float) -> Any:
             return torch.stack(self.steps, dim=1)
 
     return LogprobRecorder()
+
+
+@dataclass
+class GenerationStats:
+    """Where an :class:`HFAgent`'s generation time went, summed over its calls.
+
+    ``prefill_*``: prompt tokens run through the model (cached prefixes not counted) and the time
+    for it; ``decode_*``: new tokens sampled and the time for it. With prefix reuse off, prompts
+    are prefilled inside ``generate`` and the whole call counts as decoding.
+    """
+
+    calls: int = 0
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+
+    def rates(self) -> dict[str, float]:
+        """Tokens per second of each phase (0 where a phase took no time)."""
+        return {"prefill_tok_s": self.prefill_tokens / self.prefill_s if self.prefill_s else 0.0,
+                "decode_tok_s": self.decode_tokens / self.decode_s if self.decode_s else 0.0}
 
 
 class PrefixCache:
@@ -172,6 +193,7 @@ class HFAgent(Agent):
         self.pad_id: int = pad if pad is not None else self.tags.stop_ids[0]
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
         self._kv_pool: Any = None  # negolib.agents.decode.KVPool, made on first use (imports torch)
+        self.stats = GenerationStats()
         # A prefill needs no logits (generate computes the last prompt token's): skip the LM head.
         self._last_logits_only: dict[str, int] = prefill_kwargs(model)
 
@@ -247,25 +269,34 @@ class HFAgent(Agent):
 
         device = getattr(self.model, "device", torch.device("cpu"))
         width = max(len(p) for p in prompts)
+        st, t0 = self.stats, time.perf_counter()
+        computed = self.prefix_cache.computed if self.prefix_cache is not None else 0
         past = self._prefilled_cache(prompts, width, device)
+        st.calls += 1
+        if past is not None:  # the prompts are prefilled: our own batched decode loop
+            assert self.prefix_cache is not None
+            t1 = time.perf_counter()
+            st.prefill_s += t1 - t0
+            st.prefill_tokens += self.prefix_cache.computed - computed
+            out = self._decode(prompts, past, width, seed, device)
+            st.decode_s += time.perf_counter() - t1
+            st.decode_tokens += sum(len(c) for c in out[0])
+            return out
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for i, p in enumerate(prompts):
             if p:
                 input_ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
                 mask[i, width - len(p):] = 1
-        if past is not None:  # the prompts are prefilled: our own batched decode loop
-            return self._decode(prompts, past, width, seed, device)
         rec = _recorder(self.sampling.temperature)
         saved = self.model.generation_config  # a bare default config, so only ours applies
         self.model.generation_config = GenerationConfig()
         try:
             with torch.random.fork_rng(devices=[]), torch.inference_mode(), grouped_attention(self.model):
                 torch.manual_seed(seed)
-                kw = {} if past is None else {"past_key_values": past}
                 seqs = self.model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device),
                                            generation_config=self.generation_config(),
-                                           logits_processor=LogitsProcessorList([rec]), **kw)
+                                           logits_processor=LogitsProcessorList([rec]))
         finally:
             self.model.generation_config = saved
         new = seqs[:, width:]
@@ -280,13 +311,20 @@ class HFAgent(Agent):
             comps.append(row[:n])
             lps.append([float(x) for x in lp[i, :n]])
             fins.append(cut is not None)
+        st.decode_s += time.perf_counter() - t0
+        st.decode_tokens += sum(len(c) for c in comps)
         return comps, lps, fins
 
 
     def _decode(self, prompts: Sequence[Sequence[int]], past: Any, width: int, seed: int, device: Any
                 ) -> tuple[list[list[int]], list[list[float]], list[bool]]:
         """Sample from prefilled prompts with :func:`negolib.agents.decode.decode`: the same
-        distribution as ``generate`` with this config, drawn from a generator seeded with ``seed``."""
+        distribution as ``generate`` with this config, drawn from a generator seeded with ``seed``.
+
+        Each row's keys/values at the end (its prompt and its reply but the last token) go to the
+        prefix cache, as a serving engine's prefix cache keeps finished sequences: the training
+        scaffold's next prompt appends to this one, so the reply is not prefilled again."""
+        import numpy as np
         import torch
 
         from negolib.agents.decode import decode, grouped_attention, sample_tokens
@@ -294,13 +332,19 @@ class HFAgent(Agent):
         s = self.sampling
         gen = torch.Generator(device=device)
         gen.manual_seed(seed)
+        pc = self.prefix_cache
 
         def sample(logits: Any) -> tuple[Any, Any]:
             return sample_tokens(logits, s.temperature, s.top_k, s.top_p, gen)
 
+        def keep(row: int, new: list[int], kv: list[tuple[Any, Any]]) -> None:
+            if pc is not None and len(new) > 1:
+                ids = np.asarray(list(prompts[row]) + new[:-1], dtype=np.int64)
+                pc.store(ids, [(k.contiguous(), v.clone()) for k, v in kv])
+
         with torch.inference_mode(), grouped_attention(self.model):
             return decode(self.model, past, [p[-1] for p in prompts], [len(p) for p in prompts], width,
-                          s.max_new_tokens, sample, set(self.tags.stop_ids))
+                          s.max_new_tokens, sample, set(self.tags.stop_ids), on_leave=keep)
 
     # -- prefix reuse -----------------------------------------------------------------------------
     def _cacheable(self) -> bool:
@@ -359,5 +403,5 @@ class HFAgent(Agent):
         return batch
 
 
-__all__ = ["DEFAULT_PROMPT_CAP", "HISTORY_DROP_BLOCK", "HFAgent", "PrefixCache", "PromptTruncationWarning",
-           "fit_prompt"]
+__all__ = ["DEFAULT_PROMPT_CAP", "HISTORY_DROP_BLOCK", "GenerationStats", "HFAgent", "PrefixCache",
+           "PromptTruncationWarning", "fit_prompt"]
