@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scaffolds = ["training", "evaluation"] if args.scaffold == "both" else [args.scaffold]
     results = {sc: run_scaffold(model, tokenizer, sc, args) for sc in scaffolds}
     if len(results) > 1:
-        verdicts = [f"{sc} scaffold {r['ratio_tokens']:.2f}x tokens/s ({_verdict(r['ratio_tokens'])})"
+        verdicts = [f"{sc} scaffold {r['ratio_tokens']:.3f}x tokens/s ({_verdict(r['ratio_tokens'])})"
                     for sc, r in results.items()]
         print("summary (target >= 4x): " + "; ".join(verdicts))
     return results
@@ -117,7 +117,7 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
 
     ratio_tok, ratio_ep = sb["tok_s"] / ss["tok_s"], sb["ep_s"] / ss["ep_s"]
     ratio_cpu = sb["tok_cpu_s"] / ss["tok_cpu_s"]
-    print(f"ratio batched / one-at-a-time ({scaffold} scaffold): {ratio_tok:.2f}x tokens/s, "
+    print(f"ratio batched / one-at-a-time ({scaffold} scaffold): {ratio_tok:.3f}x tokens/s, "
           f"{ratio_ep:.2f}x episodes/s, {ratio_cpu:.2f}x tokens per CPU-second (target >= 4x: {_verdict(ratio_tok)})")
     for label, agent in (("batched", batched), ("one at a time", single)):
         pc = agent.prefix_cache
