@@ -319,9 +319,12 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
         for arm in (g.shared, g.lr3, g.lr10):
             a, b = (el.get((g.base, "deal_rate")), el.get((g.base, "deal_utility"))), \
                 (el.get((arm, "deal_rate")), el.get((arm, "deal_utility"))) if arm else (None, None)
-            if arm and all(a) and all(b):
-                cx.annotate("", (b[0]["estimate"], b[1]["estimate"]), (a[0]["estimate"], a[1]["estimate"]),
-                            arrowprops={"arrowstyle": "->", "color": "#1f4e9c"})
+            if not (arm and all(a) and all(b)):
+                continue
+            start, end = (a[0]["estimate"], a[1]["estimate"]), (b[0]["estimate"], b[1]["estimate"])
+            # a seller that never closes has no deal-only utility (nan): no arrow from it
+            if np.all(np.isfinite([*start, *end])) and start != end:
+                cx.annotate("", end, start, arrowprops={"arrowstyle": "->", "color": "#1f4e9c"})
     prow = [(k, v.get("deal_rate"), v.get("deal_utility")) for k, v in (paper.get("arms", default={}) or {}).items()
             if v.get("deal_rate") is not None and v.get("deal_utility") is not None]
     for _k, d, u in prow:

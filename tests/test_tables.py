@@ -138,3 +138,23 @@ def test_figures_draw_ours_beside_the_papers(setup):
     assert any("ours" in t for t in titles) and any("paper (reported)" in t for t in titles)
     fig3 = figure3(p, est, con, paper)
     assert len(fig3.axes) == 3
+
+
+def test_figure3_draws_when_a_base_seller_never_closes(setup):
+    """A base seller with no deals has no deal-only utility (nan): the base -> trained arrow is
+    left out instead of failing the draw (matplotlib cannot clip a path with nan ends)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from negolib.plots import figure3
+
+    p, paper, an, est = setup
+    con = design_contrasts(an, p)
+    est = est.copy()
+    bases = {g.base for g in p.design.sizes}
+    nan_rows = est["arm"].isin(bases) & (est["metric"] == "deal_utility")
+    assert nan_rows.any()
+    est.loc[nan_rows, ["estimate", "ci_low", "ci_high"]] = float("nan")
+    fig = figure3(p, est, con, paper)
+    fig.canvas.draw()
+    assert len(fig.axes) == 3
