@@ -56,6 +56,20 @@ def test_grouped_sdpa_hands_prefill_to_transformers(monkeypatch):
     assert grouped_sdpa(_Attn(2), q, k, k, None)[0] == "x" and calls == [q.shape]
 
 
+def test_decode_attention_in_bfloat16_stays_close_to_float32():
+    """A bf16 cache (GPU runs): the written-out decode attention keeps the dtype and stays as close to
+    the float32 result as bf16 inputs allow."""
+    from negolib.agents.decode import _decode_attention
+
+    g = torch.Generator().manual_seed(9)
+    q = torch.randn(2, 6, 1, 16, generator=g)
+    k = torch.randn(2, 2, 16, 300, generator=g).transpose(-1, -2) * 3  # a transposed view, as the cache holds
+    v = torch.randn(2, 2, 300, 16, generator=g)
+    exact = _decode_attention(q, k, v, None, 0.25)
+    half = _decode_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), None, 0.25)
+    assert half.dtype == torch.bfloat16 and torch.allclose(half.float(), exact, atol=0.03)
+
+
 def test_preallocated_layer_appends_in_place():
     from negolib.agents.decode import PreallocatedLayer
 

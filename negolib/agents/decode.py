@@ -79,7 +79,9 @@ def _decode_attention(query: Any, key: Any, value: Any, mask: Any, scaling: floa
             scores.masked_fill_(~mask, float("-inf"))
         else:
             scores.add_(mask)
-    out = torch.matmul(scores.softmax(-1), value)
+    # softmax in float32 whatever the cache's dtype, as SDPA kernels do (a bf16 softmax loses digits)
+    weights = scores.softmax(-1, dtype=torch.float32).to(value.dtype)
+    out = torch.matmul(weights, value)
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous()
 
 
