@@ -234,28 +234,32 @@ class KVPool:
     def layers(self, rows: list[list[tuple[Any, Any]]], end: int, capacity: int) -> list[PreallocatedLayer]:
         """One :meth:`PreallocatedLayer.from_rows` per layer, ``rows[i][layer]`` being row ``i``'s
         (keys, values) of that layer, written into pooled buffers."""
-        n_layers, batch = len(rows[0]), len(rows)
+        batch = len(rows)
         out = []
-        for layer in range(n_layers):
-            k0 = rows[0][layer][0]
-            heads, dim = k0.shape[1], k0.shape[3]
-            if layer < len(self.buffers):
-                kb, vb = self.buffers[layer]
-                fits = (kb.shape[0] >= batch and kb.shape[3] >= capacity and kb.shape[1:3] == (heads, dim)
-                        and kb.dtype == k0.dtype and kb.device == k0.device)
-            else:
-                fits = False
-            if not fits:
-                old = self.buffers[layer][0].shape if layer < len(self.buffers) else (0, 0, 0, 0)
-                b, cap = max(batch, old[0]), -(-max(capacity, old[3]) // self.step) * self.step
-                kb, vb = k0.new_empty((b, heads, dim, cap)), k0.new_empty((b, heads, cap, dim))
-                if layer < len(self.buffers):
-                    self.buffers[layer] = (kb, vb)
-                else:
-                    self.buffers.append((kb, vb))
+        for layer in range(len(rows[0])):
+            kb, vb = self._buffers(layer, batch, capacity, rows[0][layer][0])
             buffers = (kb[:batch, :, :, :capacity], vb[:batch, :, :capacity])
             out.append(PreallocatedLayer.from_rows([r[layer] for r in rows], end, capacity, buffers))
         return out
+
+    def _buffers(self, layer: int, batch: int, capacity: int, like: Any) -> tuple[Any, Any]:
+        """Layer ``layer``'s (keys_t, values) buffers, holding at least ``batch`` rows of ``capacity``
+        positions of ``like``'s heads, dim, dtype and device; grown (never shrunk) when they do not."""
+        heads, dim = like.shape[1], like.shape[3]
+        old = self.buffers[layer] if layer < len(self.buffers) else None
+        if old is not None:
+            kb = old[0]
+            if (kb.dtype == like.dtype and kb.device == like.device and kb.shape[1:3] == (heads, dim)
+                    and kb.shape[0] >= batch and kb.shape[3] >= capacity):
+                return old
+        b = max(batch, old[0].shape[0] if old else 0)
+        cap = -(-max(capacity, old[0].shape[3] if old else 0) // self.step) * self.step
+        new = (like.new_empty((b, heads, dim, cap)), like.new_empty((b, heads, cap, dim)))
+        if old is None:
+            self.buffers.append(new)
+        else:
+            self.buffers[layer] = new
+        return new
 
     def clear(self) -> None:
         self.buffers.clear()
@@ -323,7 +327,7 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
     for i, n in enumerate(lengths):
         mask[i, width - n:width] = 1
     mask[:, width:] = 1
-    live = torch.arange(batch, device=device)
+    rows = list(range(batch))  # the prompt each batch slot holds
     x = torch.tensor(last_tokens, dtype=torch.long, device=device)
     pos = torch.tensor(lengths, dtype=torch.long, device=device) - 1
     tokens: list[list[int]] = [[] for _ in range(batch)]
@@ -331,9 +335,10 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
     stopped = [False] * batch
     stops = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
 
-    def leave(slots: list[int], rows: list[int]) -> None:
+    def leave(slots: list[int]) -> None:  # before the slots are reused
         if on_leave is not None:
-            for slot, row in zip(slots, rows):
+            for slot in slots:
+                row = rows[slot]
                 on_leave(row, tokens[row], [layer.row_kv(slot, width - lengths[row]) for layer in cache.layers])
 
     for step in range(max_new_tokens):
@@ -341,13 +346,12 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
                     past_key_values=cache, use_cache=True)
         x, lp = sample(out.logits[:, -1])
         flags = torch.isin(x, stops).tolist()
-        rows = live.tolist()
         for row, t, p, stop in zip(rows, x.tolist(), lp.tolist(), flags):
             tokens[row].append(t)
             logprobs[row].append(p)
             stopped[row] = stop
         done = [i for i, f in enumerate(flags) if f]
-        leave(done, [rows[i] for i in done])
+        leave(done)
         if len(done) == len(rows):
             return tokens, logprobs, stopped
         if done:  # finished rows leave; kept rows fill their slots
@@ -355,10 +359,10 @@ def decode(model: Any, cache: Any, last_tokens: list[int], lengths: list[int], w
             for layer in cache.layers:
                 layer.compact(order)
             index = torch.tensor(order, dtype=torch.long, device=device)
-            live, x, pos, mask = live[index], x[index], pos[index], mask[index]
+            rows = [rows[j] for j in order]
+            x, pos, mask = x[index], pos[index], mask[index]
         pos = pos + 1
-    rows = live.tolist()
-    leave(list(range(len(rows))), rows)
+    leave(list(range(len(rows))))
     return tokens, logprobs, stopped
 
 
