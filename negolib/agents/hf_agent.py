@@ -115,6 +115,11 @@ class GenerationStats:
                 "decode_tok_s": self.decode_tokens / self.decode_s if self.decode_s else 0.0}
 
 
+#: A row whose uncached tokens share more than this many with another row of the same batch is
+#: prefilled a round later, from the prefix cache (fewer shared tokens are cheaper to compute twice).
+SHARED_TOKENS_TO_WAIT = 32
+
+
 class PrefixCache:
     """Key/value states of recently seen prompt prefixes, reused by longest common prefix.
 
@@ -141,13 +146,9 @@ class PrefixCache:
 
     def lookup(self, ids: Any) -> tuple[int, dict[str, Any] | None]:
         """(length, entry) of the longest common prefix of ``ids`` with a cached entry."""
-        import numpy as np
-
         best, best_e = 0, None
         for e in self.entries:
-            n = min(len(e["ids"]), len(ids))
-            eq = e["ids"][:n] == ids[:n]
-            lcp = n if eq.all() else int(np.argmin(eq))
+            lcp = _common_prefix(e["ids"], ids)
             if lcp > best:
                 best, best_e = lcp, e
         if best_e is not None:
@@ -177,7 +178,8 @@ class HFAgent(Agent):
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None,
                  scaffold: Scaffold = "evaluation", name: str = "hf", max_batch: int = 16,
                  prompt_cap: int = DEFAULT_PROMPT_CAP, prompt_config: PromptConfig | None = None,
-                 model_name: str | None = None, prefix_cache_tokens: int = 32_768) -> None:
+                 model_name: str | None = None, prefix_cache_tokens: int = 32_768,
+                 packed_prefill: bool = True) -> None:
         if scaffold not in ("training", "evaluation"):
             raise ValueError(f"unknown scaffold {scaffold!r}; choose 'training' or 'evaluation'")
         if max_batch < 1 or prompt_cap < 1:
@@ -193,6 +195,7 @@ class HFAgent(Agent):
         self.pad_id: int = pad if pad is not None else self.tags.stop_ids[0]
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
         self._kv_pool: Any = None  # negolib.agents.decode.KVPool, made on first use (imports torch)
+        self.packed_prefill = packed_prefill  # prefill a batch's rows in packed forwards where the model allows
         self.stats = GenerationStats()
         # A prefill needs no logits (generate computes the last prompt token's): skip the LM head.
         self._last_logits_only: dict[str, int] = prefill_kwargs(model)
@@ -361,10 +364,17 @@ class HFAgent(Agent):
 
     def _prefilled_cache(self, prompts: Sequence[Sequence[int]], width: int, device: Any) -> Any:
         """A left-padded cache holding every prompt but its last token, built per row from the
-        longest cached prefix plus a prefill of the rest; None when prefix reuse is off."""
+        longest cached prefix plus a prefill of the rest; None when prefix reuse is off.
+
+        Where the model allows it (:func:`negolib.agents.packed.supports_packed_prefill`) the rows'
+        uncached tokens are prefilled together in packed forwards; a row that shares uncached tokens
+        with another row of the batch (the same scenario's first prompt in a GRPO group) waits for
+        the next round, where the prefix cache holds them, so shared tokens are computed once."""
         import numpy as np
         import torch
         from transformers import DynamicCache
+
+        from negolib.agents.packed import supports_packed_prefill
 
         if min(len(p) for p in prompts) < 2 or not self._cacheable():
             return None
@@ -375,32 +385,77 @@ class HFAgent(Agent):
 
             self._kv_pool = KVPool()
         pc.check((id(self.model), sum(p._version for p in self.model.parameters())))
-        rows: list[list[tuple[Any, Any]]] = []
+        arrays = [np.asarray(p[:-1], dtype=np.int64) for p in prompts]
+        packed = self.packed_prefill and supports_packed_prefill(self.model)
+        rows: list[Any] = [None] * len(prompts)
+        pending = list(range(len(prompts)))
         with torch.inference_mode():
-            for p in prompts:
-                ids = np.asarray(p[:-1], dtype=np.int64)
-                c, entry = pc.lookup(ids)
-                cache = DynamicCache(config=self.model.config)
-                if entry is not None and c > 0:
-                    for layer, (k, v) in enumerate(entry["kv"]):
-                        cache.update(k[:, :, :c], v[:, :, :c], layer)
-                    pc.hits += 1
-                if c < len(ids):
-                    rest = torch.as_tensor(ids[c:], device=device)[None]
-                    pos = torch.arange(c, len(ids), device=device)[None]
-                    self.model(input_ids=rest, past_key_values=cache, position_ids=pos, use_cache=True,
-                               **self._last_logits_only)
-                if cache.get_seq_length() != len(ids):  # e.g. a model training with gradient checkpointing
+            while pending:
+                wave: dict[int, tuple[int, Any]] = {}
+                later = []
+                for i in pending:
+                    if wave and not packed:  # row by row: each sees the previous rows' states cached
+                        later.append(i)
+                        continue
+                    c, entry = pc.lookup(arrays[i])
+                    if any(_common_prefix(arrays[i], arrays[j]) - max(c, cj) > SHARED_TOKENS_TO_WAIT
+                           for j, (cj, _) in wave.items()):
+                        later.append(i)  # its uncached start is another row's: computed once, reused next round
+                        continue
+                    wave[i] = (c, entry)
+                states = self._prefill([(arrays[i], *wave[i]) for i in wave], packed, device)
+                if states is None:  # e.g. a model training with gradient checkpointing
                     return None
-                pc.reused, pc.computed = pc.reused + c, pc.computed + len(ids) - c
-                kv = [(layer.keys, layer.values) for layer in cache.layers]
-                if len(ids):
-                    pc.store(ids, kv)
-                rows.append(kv)
+                for (i, (c, entry)), kv in zip(wave.items(), states):
+                    ids = arrays[i]
+                    pc.hits += entry is not None and c > 0
+                    pc.reused, pc.computed = pc.reused + c, pc.computed + len(ids) - c
+                    if c < len(ids):
+                        pc.store(ids, kv)
+                    rows[i] = kv
+                pending = later
             batch = DynamicCache(config=self.model.config)
             capacity = width - 1 + self.sampling.max_new_tokens + 1
             batch.layers = self._kv_pool.layers(rows, width - 1, capacity)
         return batch
+
+    def _prefill(self, rows: list[tuple[Any, int, Any]], packed: bool, device: Any
+                 ) -> list[list[tuple[Any, Any]]] | None:
+        """Per row (ids, cached length c, prefix-cache entry): per layer (keys, values) of all of
+        ``ids``, the first ``c`` taken from the entry and the rest computed: in packed forwards, or
+        row by row through the model's own ``forward``. None if the model did not fill its cache."""
+        import torch
+        from transformers import DynamicCache
+
+        if packed:
+            from negolib.agents.packed import PrefillRow, packed_prefill
+
+            return packed_prefill(self.model, [PrefillRow(e["kv"] if e is not None and c > 0 else None, c, ids[c:])
+                                               for ids, c, e in rows])
+        out = []
+        for ids, c, entry in rows:
+            cache = DynamicCache(config=self.model.config)
+            if entry is not None and c > 0:
+                for layer, (k, v) in enumerate(entry["kv"]):
+                    cache.update(k[:, :, :c], v[:, :, :c], layer)
+            if c < len(ids):
+                rest = torch.as_tensor(ids[c:], device=device)[None]
+                pos = torch.arange(c, len(ids), device=device)[None]
+                self.model(input_ids=rest, past_key_values=cache, position_ids=pos, use_cache=True,
+                           **self._last_logits_only)
+            if cache.get_seq_length() != len(ids):
+                return None
+            out.append([(layer.keys, layer.values) for layer in cache.layers])
+        return out
+
+
+def _common_prefix(a: Any, b: Any) -> int:
+    """Length of the longest common prefix of two 1-D integer arrays."""
+    import numpy as np
+
+    n = min(len(a), len(b))
+    eq = a[:n] == b[:n]
+    return n if eq.all() else int(np.argmin(eq))
 
 
 __all__ = ["DEFAULT_PROMPT_CAP", "HISTORY_DROP_BLOCK", "GenerationStats", "HFAgent", "PrefixCache",
