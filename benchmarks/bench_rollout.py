@@ -3,7 +3,8 @@
 SmolLM2-135M-Instruct (float32, CPU) sells against a scripted Conceder buyer. The batched engine
 (``run_episodes``) advances 16 episodes together, so every seller wave is ONE ``generate`` call of
 batch 16; the baseline plays episodes one after another (``play_one``, batch 1) on the same model,
-with the same sampling, token budget and prefix reuse. Both prompt scaffolds are measured by
+with the same sampling, token budget and prefix reuse, half of them before the batched run and half
+after (so a drift in the machine's speed hits both alike). Both prompt scaffolds are measured by
 default (training: the GRPO rollouts' growing chat; evaluation: the scaffold re-rendered every
 turn). Prints generated tokens/s (wall and CPU), episodes/s and their ratios, and each run's
 split into prefill (prompt tokens not found in the prefix cache) and decode (sampled tokens),
@@ -105,14 +106,20 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
     single.generate_ids([single.tokenizer("warm up", add_special_tokens=False)["input_ids"]], seed=0)
     single.stats = GenerationStats()
 
-    t, c = time.perf_counter(), time.process_time()
-    res = run_episodes(specs, agents_b, progress=False, max_batch=args.batch)
-    sb = _stats(res.records, time.perf_counter() - t, time.process_time() - c)
-    print(_line(f"batched (batch {args.batch})", sb), flush=True)
-
-    t, c = time.perf_counter(), time.process_time()
-    seq = [play_one(s, agents_s) for s in specs[: args.sequential]]
-    ss = _stats(seq, time.perf_counter() - t, time.process_time() - c)
+    # one-at-a-time episodes run half before and half after the batched run (A-B-A), so a machine
+    # whose speed drifts during the benchmark (a shared host) slows both sides alike
+    half = args.sequential // 2
+    seq, seq_wall, seq_cpu = [], 0.0, 0.0
+    for part in (specs[:half], None, specs[half: args.sequential]):
+        t, c = time.perf_counter(), time.process_time()
+        if part is None:
+            res = run_episodes(specs, agents_b, progress=False, max_batch=args.batch)
+            sb = _stats(res.records, time.perf_counter() - t, time.process_time() - c)
+            print(_line(f"batched (batch {args.batch})", sb), flush=True)
+            continue
+        seq += [play_one(s, agents_s) for s in part]
+        seq_wall, seq_cpu = seq_wall + time.perf_counter() - t, seq_cpu + time.process_time() - c
+    ss = _stats(seq, seq_wall, seq_cpu)
     print(_line("one at a time", ss), flush=True)
 
     ratio_tok, ratio_ep = sb["tok_s"] / ss["tok_s"], sb["ep_s"] / ss["ep_s"]
