@@ -69,8 +69,8 @@ def packed_prefill(model: Any, rows: Sequence[PrefillRow]) -> list[list[tuple[An
     :data:`MAX_PACKED_TOKENS` tokens; returns per row, per layer, (keys, values) of shape
     (1, kv_heads, start + len(ids), dim): the cached prefix followed by the new tokens' states.
     Rows with no new tokens return their cached states. Call under ``torch.inference_mode()``."""
-    out: list[list[tuple[Any, Any]] | None] = [None] * len(rows)
-    group: list[int] = []
+    out: list[list[tuple[Any, Any]]] = [[] for _ in rows]
+    groups: list[list[int]] = [[]]
     size = 0
     for i, row in enumerate(rows):
         if not len(row.ids):
@@ -78,19 +78,16 @@ def packed_prefill(model: Any, rows: Sequence[PrefillRow]) -> list[list[tuple[An
                 raise ValueError("a prefill row needs cached states or new tokens")
             out[i] = [(k[:, :, : row.start], v[:, :, : row.start]) for k, v in row.cached]
             continue
-        if group and size + len(row.ids) > MAX_PACKED_TOKENS:
-            _fill(out, group, _packed_forward(model, [rows[j] for j in group]))
-            group, size = [], 0
-        group.append(i)
+        if groups[-1] and size + len(row.ids) > MAX_PACKED_TOKENS:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
         size += len(row.ids)
-    if group:
-        _fill(out, group, _packed_forward(model, [rows[j] for j in group]))
-    return [kv if kv is not None else [] for kv in out]
-
-
-def _fill(out: list[Any], group: list[int], states: list[list[tuple[Any, Any]]]) -> None:
-    for i, kv in zip(group, states):
-        out[i] = kv
+    for group in groups:
+        if group:
+            for i, kv in zip(group, _packed_forward(model, [rows[j] for j in group])):
+                out[i] = kv
+    return out
 
 
 def _packed_forward(model: Any, rows: Sequence[PrefillRow]) -> list[list[tuple[Any, Any]]]:
