@@ -12,6 +12,25 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def play_side_by_side(agent_a: Any, agent_b: Any, episodes: list[Any], turns: int = 2) -> None:
+    """Let two language-model sellers answer the same views for ``turns`` seller turns (a scripted
+    hardliner buyer replies to ``agent_a``'s moves) and assert they sample the same tokens with the
+    same log-probs (to 1e-4)."""
+    from negolib.agents.scripted import make_scripted
+
+    buyer = make_scripted("hardliner")
+    for _ in range(turns):
+        views = [e.view() for e in episodes if not e.done]
+        a, b = agent_a.act_batch(views), agent_b.act_batch(views)
+        assert [r.extra["completion_ids"] for r in a] == [r.extra["completion_ids"] for r in b]
+        for x, y in zip(a, b):
+            assert max(abs(p - q) for p, q in zip(x.extra["logprobs"], y.extra["logprobs"])) < 1e-4
+        for e, r in zip([e for e in episodes if not e.done], a):
+            e.step(r.text)
+            if not e.done:
+                e.step(buyer.act(e.view()).text)
+
+
 def counter(*terms: tuple[str, Any], prose: str = "Here is my proposal.") -> str:
     """A well-formed COUNTER turn naming ``terms``."""
     return prose + "\n" + json.dumps({"action": "COUNTER", "terms": [{"name": n, "value": v} for n, v in terms]})

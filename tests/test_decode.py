@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HFAgent
 from negolib.agents.scripted import make_scripted
@@ -205,18 +206,8 @@ def test_grouped_query_model_samples_the_same_with_and_without_the_fast_path():
     fast = HFAgent(model, tok, s, scaffold="evaluation", prompt_cap=8192)
     plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="evaluation", prompt_cap=8192, prefix_cache_tokens=1)
     plain.model.set_attn_implementation("eager")  # transformers' reference attention: repeat_kv, no SDPA
-    eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2, 3], ["car"]))]
-    buyer = make_scripted("hardliner")
-    for _ in range(2):
-        views = [e.view() for e in eps if not e.done]
-        a, b = fast.act_batch(views), plain.act_batch(views)
-        assert [r.extra["completion_ids"] for r in a] == [r.extra["completion_ids"] for r in b]
-        for x, y in zip(a, b):
-            assert max(abs(p - q) for p, q in zip(x.extra["logprobs"], y.extra["logprobs"])) < 1e-4
-        for e, r in zip(eps, a):
-            e.step(r.text)
-            if not e.done:
-                e.step(buyer.act(e.view()).text)
+    play_side_by_side(fast, plain, [Episode(sc, episode_id=f"e{i}")
+                                    for i, sc in enumerate(scenario_set([1, 2, 3], ["car"]))])
     assert fast.prefix_cache.hits > 0
 
 

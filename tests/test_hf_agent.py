@@ -10,6 +10,7 @@ import warnings
 from dataclasses import replace
 
 import pytest
+from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HISTORY_DROP_BLOCK, HFAgent, PromptTruncationWarning
 from negolib.agents.scripted import make_scripted
@@ -269,17 +270,7 @@ def test_prefix_cache_gives_the_same_samples_and_is_invalidated(tiny):
     on = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192)
     off = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1)  # keeps nothing
     eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2], ["car"]))]
-    buyer = make_scripted("hardliner")
-    for _ in range(2):
-        views = [e.view() for e in eps]
-        a, b = on.act_batch(views), off.act_batch(views)
-        assert [r.extra["completion_ids"] for r in a] == [r.extra["completion_ids"] for r in b]
-        for x, y in zip(a, b):
-            assert max(abs(p - q) for p, q in zip(x.extra["logprobs"], y.extra["logprobs"])) < 1e-4
-        for e, r in zip(eps, a):
-            e.step(r.text)
-            if not e.done:
-                e.step(buyer.act(e.view()).text)
+    play_side_by_side(on, off, eps)
     pc = on.prefix_cache
     assert pc.hits > 0 and pc.reused > pc.computed / 2 and pc.entries
     with torch.no_grad():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HFAgent
-from negolib.agents.scripted import make_scripted
 from negolib.env import Episode
 from negolib.sampling import SamplingConfig
 from negolib.scenarios import scenario_set
@@ -82,20 +82,6 @@ def test_which_models_take_the_packed_path():
     assert not supports_packed_prefill(other)
 
 
-def _play(agent_a, agent_b, scaffold_eps, turns=2):
-    buyer = make_scripted("hardliner")
-    for _ in range(turns):
-        views = [e.view() for e in scaffold_eps if not e.done]
-        a, b = agent_a.act_batch(views), agent_b.act_batch(views)
-        assert [r.extra["completion_ids"] for r in a] == [r.extra["completion_ids"] for r in b]
-        for x, y in zip(a, b):
-            assert max(abs(p - q) for p, q in zip(x.extra["logprobs"], y.extra["logprobs"])) < 1e-4
-        for e, r in zip(scaffold_eps, a):
-            e.step(r.text)
-            if not e.done:
-                e.step(buyer.act(e.view()).text)
-
-
 @pytest.mark.parametrize("scaffold", ["evaluation", "training"])
 def test_agent_samples_the_same_with_packed_and_row_by_row_prefill(scaffold, monkeypatch):
     from negolib.agents import packed as packed_module
@@ -116,7 +102,7 @@ def test_agent_samples_the_same_with_packed_and_row_by_row_prefill(scaffold, mon
     rows = HFAgent(copy.deepcopy(model), tok, s, scaffold=scaffold, prompt_cap=8192, prefix_cache_tokens=big,
                    packed_prefill=False)
     eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2, 3], ["car", "job_offer"]))]
-    _play(packed, rows, eps)
+    play_side_by_side(packed, rows, eps)
     assert max(rows_per_pass) > 1  # rows really were packed together
     assert packed.prefix_cache.computed == rows.prefix_cache.computed > 0
     assert packed.prefix_cache.reused == rows.prefix_cache.reused > 0
