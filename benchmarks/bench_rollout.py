@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,6 +41,13 @@ def _line(name: str, s: dict[str, float]) -> str:
             f"{s['gen_tokens']:5.0f} gen tokens ({s['prompt_tokens'] / max(1, s['seller_turns']):5.0f} prompt "
             f"tokens/turn) {s['wall_s']:7.1f} s wall ({s['cpu_s']:7.1f} s CPU)  {s['tok_s']:6.2f} tok/s  "
             f"{s['ep_s']:.4f} episodes/s  {s['tok_cpu_s']:6.2f} tok/CPU-s")
+
+
+def _timed(run: Callable[[], Any]) -> tuple[Any, float, float]:
+    """``run()``'s result with the wall and CPU seconds it took."""
+    t, c = time.perf_counter(), time.process_time()
+    out = run()
+    return out, time.perf_counter() - t, time.process_time() - c
 
 
 def _verdict(ratio: float) -> str:
@@ -109,17 +117,12 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
     # one-at-a-time episodes run half before and half after the batched run (A-B-A), so a machine
     # whose speed drifts during the benchmark (a shared host) slows both sides alike
     half = args.sequential // 2
-    seq, seq_wall, seq_cpu = [], 0.0, 0.0
-    for part in (specs[:half], None, specs[half: args.sequential]):
-        t, c = time.perf_counter(), time.process_time()
-        if part is None:
-            res = run_episodes(specs, agents_b, progress=False, max_batch=args.batch)
-            sb = _stats(res.records, time.perf_counter() - t, time.process_time() - c)
-            print(_line(f"batched (batch {args.batch})", sb), flush=True)
-            continue
-        seq += [play_one(s, agents_s) for s in part]
-        seq_wall, seq_cpu = seq_wall + time.perf_counter() - t, seq_cpu + time.process_time() - c
-    ss = _stats(seq, seq_wall, seq_cpu)
+    first, wall1, cpu1 = _timed(lambda: [play_one(s, agents_s) for s in specs[:half]])
+    res, wall, cpu = _timed(lambda: run_episodes(specs, agents_b, progress=False, max_batch=args.batch))
+    sb = _stats(res.records, wall, cpu)
+    print(_line(f"batched (batch {args.batch})", sb), flush=True)
+    second, wall2, cpu2 = _timed(lambda: [play_one(s, agents_s) for s in specs[half: args.sequential]])
+    ss = _stats(first + second, wall1 + wall2, cpu1 + cpu2)
     print(_line("one at a time", ss), flush=True)
 
     ratio_tok, ratio_ep = sb["tok_s"] / ss["tok_s"], sb["ep_s"] / ss["ep_s"]

@@ -406,9 +406,9 @@ class HFAgent(Agent):
                 states = self._prefill([(arrays[i], *wave[i]) for i in wave], packed, device)
                 if states is None:  # e.g. a model training with gradient checkpointing
                     return None
-                for (i, (c, entry)), kv in zip(wave.items(), states):
+                for (i, (c, _)), kv in zip(wave.items(), states):
                     ids = arrays[i]
-                    pc.hits += entry is not None and c > 0
+                    pc.hits += c > 0  # a cached prefix was reused
                     pc.reused, pc.computed = pc.reused + c, pc.computed + len(ids) - c
                     if c < len(ids):
                         pc.store(ids, kv)
