@@ -606,6 +606,9 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
     * deal rate holds while U~ rises: passes unless the deal rate falls by more than
       ``deal_rate_margin`` (the change in deal-only U~ is reported beside it);
     * flat parse-failure rate: the seller's bad-parse rate rises by at most ``parse_margin``;
+    * accepts only offers **(ours)**: the seller's invalid-accept rate (ACCEPTs with no buyer
+      COUNTER to accept, see :mod:`negolib.env`) rises by at most ``parse_margin``: a trained seller
+      that learned to try closing on its own terms fails it;
     * mean turns below the cap: the arm's mean turns is below ``cap_turns`` (the share of
       episodes at the cap is reported);
     * transcripts read by hand: ``passed`` is None (manual; see :func:`sample_transcripts`).
@@ -627,6 +630,7 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
     d_deal = val(a, "deal_rate") - val(b, "deal_rate")
     d_u = val(a, "deal_utility") - val(b, "deal_utility")
     d_parse = val(a, "seller_bad_parse_rate") - val(b, "seller_bad_parse_rate")
+    d_accept = val(a, "invalid_accept_rate") - val(b, "invalid_accept_rate")
     turns_a = val(a, "mean_turns")
     at_cap = float((a["turns"] >= cap_turns).mean()) if len(a) else float("nan")
     rows = [
@@ -638,6 +642,11 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
          "base": val(b, "seller_bad_parse_rate"), "arm_value": val(a, "seller_bad_parse_rate"),
          "delta": d_parse, "ci": ci("seller_bad_parse_rate"), "threshold": f"delta <= {parse_margin:g}",
          "passed": bool(d_parse <= parse_margin), "note": "over the seller's own turns"},
+        {"guard": "accepts only offers (ours)", "metric": "invalid_accept_rate",
+         "base": val(b, "invalid_accept_rate"), "arm_value": val(a, "invalid_accept_rate"),
+         "delta": d_accept, "ci": ci("invalid_accept_rate"), "threshold": f"delta <= {parse_margin:g}",
+         "passed": bool(d_accept <= parse_margin),
+         "note": "ACCEPTs with no buyer COUNTER to accept, over the seller's own turns"},
         {"guard": "mean turns below the cap", "metric": "mean_turns", "base": val(b, "mean_turns"),
          "arm_value": turns_a, "delta": turns_a - val(b, "mean_turns"), "ci": ci("mean_turns"),
          "threshold": f"arm < {cap_turns}", "passed": bool(turns_a < cap_turns),

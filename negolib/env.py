@@ -5,6 +5,13 @@ The seller opens by default and the parties alternate; a round is one turn of ea
 ledger; in evaluation terms attached to an accept are ignored, in training they are applied first
 (``accept_applies_terms``). Reaching the cap without an accept is a no-deal. A turn that does not
 parse still delivers its prose; the ledger is unchanged and the episode goes on.
+
+**Fair ACCEPT (ours)**: an ACCEPT closes only when the counterpart's most recent turn parsed as a
+COUNTER, i.e. a party accepts only what the other party put forward. Otherwise (the first turn, or
+after a counterpart turn that failed to parse) the ACCEPT is an invalid action: the ledger is
+unchanged, the episode goes on, the turn counts as a bad parse of the accepting party (its
+``parse_error`` says why) and is flagged ``invalid_accept``. ``EnvConfig(accept_needs_offer=False)``
+restores the paper's rule (any ACCEPT closes), for ablations only.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ class EnvConfig:
     length_penalty: float = 0.05
     soft_budget_frac: float = 0.75
     converge_from_turn: int = 16
+    accept_needs_offer: bool = True  # ours: ACCEPT closes only on the counterpart's parsed COUNTER
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1:
@@ -55,6 +63,10 @@ class EnvConfig:
         return cls(accept_applies_terms=True, **kw)
 
 
+INVALID_ACCEPT_ERROR = ("invalid ACCEPT: the counterpart's last turn was not a parsed COUNTER, so there is "
+                        "no offer of theirs to accept (ours)")
+
+
 def reward(score: float, n_bad: int, n_policy: int, n_rounds: int, config: EnvConfig) -> float:
     """Eq. 1: r = S - g_fmt n_bad/n_policy - g_len max(0, n - t_soft) / (T - t_soft)."""
     fmt = n_bad / n_policy if n_policy else 0.0
@@ -71,7 +83,7 @@ class HistoryEntry:
     prose: str
     ledger: Mapping[str, Any]
     raw: str | None = None
-    offered: bool = True  # the turn's action parsed, so the ledger holds an offer this party made
+    offered: bool = True  # the turn parsed as an action (not an invalid ACCEPT): an offer this party made
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,7 @@ class TurnRecord:
     ledger: dict[str, Any]
     invalid_terms: list[str] = field(default_factory=list)
     off_schema_terms: list[str] = field(default_factory=list)
+    invalid_accept: bool = False  # an ACCEPT with no counterpart COUNTER to accept (ours)
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
@@ -128,6 +141,8 @@ class Outcome:
     seller_turns: int
     seller_bad_parses: int
     bad_parses: int
+    seller_invalid_accepts: int
+    invalid_accepts: int
     accept_with_terms: bool
     score: float
     reward: float
@@ -175,6 +190,9 @@ class Episode:
                          parsed.action.to_dict() if parsed.action else None, parsed.error, {},
                          input_tokens=input_tokens, output_tokens=output_tokens, latency_s=latency_s)
         act = parsed.action
+        if act is not None and act.kind == "ACCEPT" and not self._can_accept():
+            act, rec.action, rec.invalid_accept = None, None, True
+            rec.parse_error = INVALID_ACCEPT_ERROR
         if act is not None and (act.kind == "COUNTER" or self.config.accept_applies_terms):
             upd = apply_terms(self.scenario.domain, self.ledger, act.terms)
             rec.invalid_terms, rec.off_schema_terms = upd.invalid, upd.off_schema
@@ -189,6 +207,15 @@ class Episode:
         elif len(self.turns) >= self.config.max_turns:
             self._close(False, None)
         return rec
+
+    def _can_accept(self) -> bool:
+        """Whether an ACCEPT by the party to move closes: the counterpart's last turn is a COUNTER."""
+        if not self.config.accept_needs_offer:
+            return True
+        if not self.turns:
+            return False
+        last = self.turns[-1]  # parties alternate, so the last turn is the counterpart's
+        return last.action is not None and last.action.get("action") == "COUNTER"
 
     def _close(self, deal: bool, closed_by: Role | None) -> None:
         s, cfg = self.scenario, self.config
@@ -206,6 +233,8 @@ class Episode:
             seller_terms=[float(x) for x in seller_c], buyer_terms=[float(x) for x in buyer_c],
             turns=len(self.turns), rounds=rounds, seller_turns=len(seller_turns),
             seller_bad_parses=n_bad_seller, bad_parses=sum(t.action is None for t in self.turns),
+            seller_invalid_accepts=sum(t.invalid_accept for t in seller_turns),
+            invalid_accepts=sum(t.invalid_accept for t in self.turns),
             accept_with_terms=deal and self._accept_terms, score=score,
             reward=reward(score, n_bad_seller, len(seller_turns), rounds, cfg),
         )

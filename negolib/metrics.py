@@ -17,6 +17,9 @@ Choices (ours):
   the share of term entries in parsed actions that were unusable or off the schema.
 * **Accept-with-terms share** is over deals: the share of closing accepts that carried terms.
 * **Bad-parse rates** are over all turns (both parties) and over the seller's own turns.
+* **Invalid-accept rate** is over the seller's own turns: the share that were an ACCEPT with no
+  buyer COUNTER to accept (the fair-ACCEPT rule of :mod:`negolib.env`, ours). Such a turn is also
+  one of the seller's bad parses.
 
 Column contract: the episode table of :func:`negolib.transcripts.episodes_frame` (one row per
 episode; ``seller_utility``/``buyer_utility``/``welfare`` NaN on no-deal).
@@ -35,7 +38,7 @@ Column = str | Callable[[pd.DataFrame], np.ndarray] | None
 # Columns every SPEC 7 metric needs besides the key (arm, domain, seed, buyer).
 BASE_COLUMNS = ("score", "held_out", "deal", "seller_utility", "buyer_utility", "welfare", "turns",
                 "bad_parses", "seller_bad_parses", "seller_turns", "n_invalid_terms",
-                "n_off_schema_terms", "n_named_terms", "accept_with_terms")
+                "n_off_schema_terms", "n_named_terms", "accept_with_terms", "seller_invalid_accepts")
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,8 @@ def _build_metrics() -> dict[str, Metric]:
         Metric("bad_parse_rate", "bad-parse rate (all turns)", "bad_parses", "turns"),
         Metric("seller_bad_parse_rate", "bad-parse rate (seller turns)", "seller_bad_parses",
                "seller_turns"),
+        Metric("invalid_accept_rate", "invalid-accept rate (seller turns)", "seller_invalid_accepts",
+               "seller_turns"),
         Metric("invalid_term_rate", "invalid-term rate (per named term)", "n_invalid_terms",
                "n_named_terms"),
         Metric("off_schema_rate", "off-schema rate (per named term)", "n_off_schema_terms",
@@ -185,8 +190,8 @@ METRICS: dict[str, Metric] = _build_metrics()
 
 # The per-arm table of SPEC 7 (the buyer split is appended when two buyers are known).
 ARM_TABLE_METRICS = ("score", "score_held_out", "deal_rate", "deal_utility", "welfare", "mean_turns",
-                     "bad_parse_rate", "seller_bad_parse_rate", "invalid_term_rate", "off_schema_rate",
-                     "accept_with_terms")
+                     "bad_parse_rate", "seller_bad_parse_rate", "invalid_accept_rate", "invalid_term_rate",
+                     "off_schema_rate", "accept_with_terms")
 
 
 def get_metric(metric: str | Metric) -> Metric:
@@ -291,6 +296,7 @@ def synthetic_episodes(arms: Sequence[str], effects: Sequence[float] | None = No
             "seller_utility": np.where(deal, su, np.nan), "buyer_utility": np.where(deal, bu, np.nan),
             "turns": turns, "rounds": (turns + 1) // 2, "seller_turns": seller_turns,
             "seller_bad_parses": rng.binomial(seller_turns, 0.02),
+            "seller_invalid_accepts": np.zeros(lat.size, dtype=int),
             "accept_with_terms": deal & (rng.random(lat.size) < 0.1),
             "score": np.where(deal, su, -0.3),
             "n_invalid_terms": rng.binomial(named, 0.03), "n_off_schema_terms": rng.binomial(named, 0.02),

@@ -336,6 +336,7 @@ def _guard_frame(base: dict, arm: dict, n: int = 40) -> pd.DataFrame:
                          "deal": deal, "seller_utility": spec["u"] if deal else np.nan,
                          "turns": spec["turns"], "seller_turns": 10,
                          "seller_bad_parses": spec["bad"] * (i % 2),
+                         "seller_invalid_accepts": spec.get("inv", 0) * (i % 2),
                          "score": spec["u"] if deal else -0.3})
     return pd.DataFrame(rows)
 
@@ -344,14 +345,15 @@ def test_guards_pass_and_fail_on_known_tables():
     base = {"deals": 38, "u": 0.5, "turns": 12, "bad": 0}
     good = _guard_frame(base, {"deals": 37, "u": 0.6, "turns": 11, "bad": 0})
     g = guards_table(good, "base", "arm").set_index("guard")
-    assert list(g["passed"]) == [True, True, True, None]
+    assert list(g["passed"]) == [True, True, True, True, None]
     assert g.loc["deal rate holds while U~ rises", "delta"] == pytest.approx(-1 / 40)
-    bad = _guard_frame(base, {"deals": 30, "u": 0.7, "turns": 24, "bad": 1})
+    bad = _guard_frame(base, {"deals": 30, "u": 0.7, "turns": 24, "bad": 1, "inv": 1})
     res = ClusterResampler.from_frame(bad, 200, seed=0)
     b = guards_table(bad, "base", "arm", res).set_index("guard")
-    assert list(b["passed"].iloc[:3]) == [False, False, False]
+    assert list(b["passed"].iloc[:4]) == [False, False, False, False]
     assert b.loc["flat parse-failure rate", "delta"] == pytest.approx(0.05)
-    assert b["ci"].iloc[:3].notna().all() and pd.isna(b["ci"].iloc[3])
+    assert b.loc["accepts only offers (ours)", "delta"] == pytest.approx(0.05)
+    assert b["ci"].iloc[:4].notna().all() and pd.isna(b["ci"].iloc[4])
 
 
 def test_sample_transcripts_is_seeded_and_readable():

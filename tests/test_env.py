@@ -62,11 +62,46 @@ def test_accept_closes_on_current_ledger(car_scenario):
     assert o.score == pytest.approx(su) and sum(o.seller_terms) == pytest.approx(su)
 
 
-def test_accept_on_empty_ledger_is_a_deal_at_one_half(car_scenario):
+def test_accept_on_turn_one_is_invalid_not_a_deal_at_one_half(car_scenario):
+    """Fair ACCEPT (ours): nothing was put forward yet, so an opening ACCEPT closes nothing."""
     ep = play(Episode(car_scenario), accept())
-    assert ep.outcome.deal and ep.outcome.final_ledger == {}
-    assert ep.outcome.seller_utility == 0.5 and ep.outcome.buyer_utility == 0.5
-    assert ep.outcome.turns == 1 and ep.outcome.rounds == 1
+    assert not ep.done and ep.ledger == {} and ep.to_move == "buyer"
+    t = ep.turns[0]
+    assert t.invalid_accept and t.action is None and "invalid ACCEPT" in t.parse_error
+    paper = play(Episode(car_scenario, EnvConfig(accept_needs_offer=False)), accept())
+    assert paper.outcome.deal and paper.outcome.seller_utility == 0.5  # the paper's rule, for ablations
+
+
+def test_accept_after_a_counterpart_bad_parse_is_invalid(car_scenario):
+    """The seller names its best terms, the buyer's reply fails to parse: the seller cannot accept its
+    own ledger (today's exploit: S = 1.0). The ACCEPT counts as the seller's bad parse."""
+    best = counter(("price", 50), ("service", "none"))
+    ep = play(Episode(car_scenario), best, "I am thinking about it.", accept())
+    assert not ep.done and ep.ledger == {"price": 50.0, "service": "none"}
+    assert ep.turns[2].invalid_accept and ep.turns[2].role == "seller"
+    history = ep.view("buyer").history
+    assert history[-1].prose == "Deal." and not history[-1].offered
+    # the buyer counters, now the seller may accept the buyer's offer
+    play(ep, counter(("price", 41)), accept())
+    o = ep.outcome
+    assert o.deal and o.closed_by == "seller" and o.final_ledger["price"] == 41.0
+    assert o.seller_invalid_accepts == 1 and o.invalid_accepts == 1
+    assert o.seller_bad_parses == 1 and o.seller_turns == 3
+
+
+def test_invalid_accept_keeps_ledger_even_when_training_applies_accept_terms(car_scenario):
+    ep = play(Episode(car_scenario, EnvConfig.training()), "no json here", accept(("price", 20)))
+    assert not ep.done and ep.ledger == {} and ep.turns[1].invalid_accept
+    assert ep.turns[1].invalid_terms == [] and ep.turns[1].off_schema_terms == []
+
+
+def test_accept_after_an_invalid_accept_is_invalid_too(car_scenario):
+    ep = play(Episode(car_scenario), counter(("price", 44)), "??", accept(), accept())
+    assert not ep.done and [t.invalid_accept for t in ep.turns] == [False, False, True, True]
+    ep.step(counter(("price", 45)))
+    ep.step(accept())
+    assert ep.outcome.deal and ep.outcome.closed_by == "buyer" and ep.outcome.invalid_accepts == 2
+    assert ep.outcome.seller_invalid_accepts == 1
 
 
 def test_accept_with_terms_ignored_in_evaluation_applied_in_training(car_scenario):

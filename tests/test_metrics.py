@@ -40,6 +40,7 @@ def tiny() -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=cols)
     df["score"] = np.where(df["deal"], df["seller_utility"], -0.3)
     df["welfare"] = df["seller_utility"] + df["buyer_utility"]
+    df["seller_invalid_accepts"] = [0, 1, 1, 0, 0, 0]
     return df
 
 
@@ -113,6 +114,8 @@ def test_arm_table_rows_columns_and_values() -> None:
     assert t.loc["X", "buyer_split"] == pytest.approx(-0.3)
     assert t.loc["X", "n_episodes"] == 4
     assert math.isnan(t.loc["Y", "score_held_out"])
+    assert t.loc["X", "invalid_accept_rate"] == pytest.approx(2 / 22) and t.loc["Y", "invalid_accept_rate"] == 0
+    assert t.loc["X", "invalid_accept_rate"] == pytest.approx(2 / 22) and t.loc["Y", "invalid_accept_rate"] == 0
     t2 = arm_table(tiny(), metrics=["score"], buyers=("B", "A"))
     assert list(t2.columns) == ["score", "n_episodes"]
 

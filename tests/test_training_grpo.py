@@ -55,6 +55,8 @@ def tiny_config(**kw) -> TrainConfig:
         validation_seeds_per_domain=1,
         save_every=1,
         buyer_mixture={"coin": 1.0},
+        accept_needs_offer=False,  # wiring test: the random tiny seller never writes a COUNTER for
+        # CoinBuyer to accept, so the paper's rule (any ACCEPT closes) keeps rewards varying
     )
     base.update(kw)
     return TrainConfig(**base)

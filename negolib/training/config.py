@@ -68,6 +68,7 @@ class TrainConfig:
     # -- environment ----------------------------------------------------------------------------
     max_rounds: int = 12
     first_mover: Literal["seller", "buyer"] = "seller"
+    accept_needs_offer: bool = True  # ours: ACCEPT closes only on the buyer's parsed COUNTER (False: paper)
     scaffold: Scaffold = "training"  # "evaluation" is a beyond-paper arm
     # -- buyers and data [§4 "Held-out buyers"] ----------------------------------------------
     buyer_mixture: Mapping[str, float] = field(

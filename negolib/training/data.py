@@ -92,7 +92,8 @@ def scenario_items(config: TrainConfig, split: str = "train") -> list[ScenarioIt
 
 def env_config(config: TrainConfig) -> EnvConfig:
     """The training environment: terms attached to an accept are applied before closing [App. H]."""
-    return EnvConfig.training(max_rounds=config.max_rounds, first_mover=config.first_mover)
+    return EnvConfig.training(max_rounds=config.max_rounds, first_mover=config.first_mover,
+                              accept_needs_offer=config.accept_needs_offer)
 
 
 def first_prompt_messages(item: ScenarioItem, env: EnvConfig, scaffold: str) -> list[dict[str, str]]:
