@@ -125,16 +125,41 @@ def test_trajectory_equals_the_templates_render_of_the_dialogue(tok, tags):
     assert rec["schema"] == 1 and rec["training"]["seller_tokens"] == sum(batch.trajectories[0].env_mask)
 
 
+class CounteringBuyer(Agent):
+    """Counters a fixed salary every turn (so the seller has an offer of the buyer's to accept)."""
+
+    name = "countering"
+
+    def act_batch(self, views):
+        return [AgentReply("How about this?\n" + json.dumps({"action": "COUNTER",
+                                                             "terms": [{"name": "salary", "value": 100}]}))
+                for _ in views]
+
+
 def test_training_env_applies_terms_attached_to_an_accept(tok, tags):
     def accept_with_terms(call, i):
+        if call == 0:  # an opening ACCEPT has nothing to accept (fair ACCEPT, ours): counter first
+            return counter_text(call, i)
         return "Deal.\n" + json.dumps({"action": "ACCEPT", "terms": [{"name": "salary", "value": 200}]})
 
     gen = TextGenerator(tok, tags, accept_with_terms)
-    batch = engine(tok, tags, gen, limits=RolloutLimits(256, 16384, 8192, 13)).play([ITEMS[0]])
+    buyers = {name: CounteringBuyer() for name in BUYERS}
+    batch = engine(tok, tags, gen, buyers=buyers, limits=RolloutLimits(256, 16384, 8192, 13)).play([ITEMS[0]])
     t = batch.trajectories[0]
     assert t.status == "deal" and t.episode.outcome.accept_with_terms
-    assert t.episode.outcome.final_ledger["salary"] == 200 and t.seller_turns == 1
+    assert t.episode.outcome.final_ledger["salary"] == 200 and t.seller_turns == 2
     assert t.completion_ids[-1] == tags.stop_ids[0] and t.env_mask[-1] == 1  # ends on the sampled stop token
+
+
+def test_training_env_opening_accept_is_invalid(tok, tags):
+    def accept_at_once(call, i):
+        return "Deal.\n" + json.dumps({"action": "ACCEPT", "terms": [{"name": "salary", "value": 200}]})
+
+    gen = TextGenerator(tok, tags, accept_at_once)
+    env = env_config(CFG)
+    batch = engine(tok, tags, gen, env=env).play([ITEMS[0]])
+    ep = batch.trajectories[0].episode
+    assert ep.turns[0].invalid_accept and "salary" not in ep.turns[0].ledger
 
 
 def test_budget_hit_appends_the_end_of_turn_as_environment_token(tok, tags):
