@@ -20,7 +20,19 @@
 # prose followed by one JSON action, `COUNTER` (naming terms) or `ACCEPT`. Terms named in a counter
 # overwrite a persistent **ledger**; the counterpart reads the prose and the resulting ledger, never
 # the JSON. An accept closes the episode on the current ledger; 12 rounds (24 turns) without one is
-# a no-deal. This notebook regenerates **Figure 1** (the loop: the ledger after each turn), shows the
+# a no-deal.
+#
+# **Fair ACCEPT (ours, a departure from the paper).** An `ACCEPT` closes the episode only when the
+# counterpart's most recent turn parsed as a `COUNTER`: a party can accept only what the other party
+# put forward. An `ACCEPT` on the first turn, or after a counterpart turn that did not parse, is an
+# *invalid action*: the ledger is unchanged, the episode goes on, and the turn counts as a bad parse
+# of the accepting party (its `invalid_accept_rate` is reported per arm and guarded in notebook 7).
+# Under the paper's rule a seller could name its best terms, wait for a buyer reply that fails to
+# parse and accept its own ledger at S = 1, or accept the empty ledger on turn 1 at S = 0.5; a
+# trained seller could learn that exploit. Scripted agents follow the same rule;
+# `EnvConfig(accept_needs_offer=False)` restores the paper's rule for ablations.
+#
+# This notebook regenerates **Figure 1** (the loop: the ledger after each turn), shows the
 # domains, the reward of **Eq. 1**, and gives two interactive tools: an episode explorer and a
 # play-as-the-buyer game.
 

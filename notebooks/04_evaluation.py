@@ -18,7 +18,9 @@
 #
 # Every seller arm plays the identical scenario set against every held-out buyer, in the evaluation
 # environment (the full scaffold re-rendered every turn, terms attached to an accept ignored, 12
-# rounds). The protocol (arms, seeds, buyers, metrics, primary family, bootstrap settings) is
+# rounds). Departure from the paper's protocol (ours): an ACCEPT closes only on the counterpart's
+# parsed COUNTER (notebook 1); an ACCEPT with nothing to accept is an invalid action, counted per arm
+# as `invalid_accept_rate`. The protocol (arms, seeds, buyers, metrics, primary family, bootstrap settings) is
 # **frozen in a file before any arm runs** and its hash is stamped on every transcript; departures
 # go to a deviation log. A **pilot gate** (a few episodes per arm x buyer cell, zero bad parses
 # required) runs first. A **dry run** states the API calls and cost before any API arm starts.

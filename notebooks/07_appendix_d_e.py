@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -17,7 +19,8 @@
 # App. D reads the training logs: did the optimizer move the policy (KL to the initial policy), did
 # it stop exploring (entropy), how much compute did it spend (FLOPs, App. I)? App. E checks each
 # trained arm against the **four prespecified guards** (deal rate holds while U~ rises, flat
-# parse-failure rate, mean turns below the cap, transcripts read by hand), then **Table 5** (the
+# parse-failure rate, mean turns below the cap, transcripts read by hand) and our fifth (accepts only
+# offers), then **Table 5** (the
 # guards side by side at one size, with the post-hoc buyer split), **Table 6** (buyer's-voice openers
 # on the held-out domain) and the post-hoc **style diagnostics**. Sampled transcripts of every
 # trained arm close the notebook: the hand-read guard.
@@ -71,9 +74,12 @@ n_params = {r: sizes.get(a) for r, a in inits.items()}
 display(B.save_table(training_table(training_summary(logs, vals, n_params), paper)))
 
 # %% [markdown]
-# ## The four prespecified guards, per trained arm (App. E)
+# ## The four prespecified guards, per trained arm (App. E), plus ours
 # Each trained arm against its same-size base on their paired episodes, with paired seed-cluster
-# intervals on each change. The fourth guard is the transcripts at the end of this notebook.
+# intervals on each change. The fourth guard is the transcripts at the end of this notebook. A fifth
+# guard is ours: **accepts only offers** (the seller's invalid-accept rate, ACCEPTs with no buyer
+# COUNTER to accept, may rise by at most 0.01), which catches a seller that learned to try closing on
+# its own terms after a buyer turn that failed to parse.
 
 # %%
 guards = guards_frame(R.an, trained)
