@@ -186,3 +186,31 @@ def test_record_is_json_ready(car_scenario):
     play(nd, counter(("price", 45)), counter(("price", 30)))
     assert json.loads(json.dumps(nd.record(arm="a", seller="s", buyer="b")))["outcome"]["seller_utility"] is None
     assert np.isclose(rec["outcome"]["seller_utility"], sum(rec["outcome"]["seller_terms"]))
+
+
+def test_scripted_agents_never_make_an_invalid_accept():
+    """Every scripted strategy, as seller and buyer, against a counterpart whose turns sometimes fail to
+    parse: no scripted turn is ever an invalid ACCEPT, and every closing ACCEPT answers a COUNTER."""
+    from negolib.agents.scripted import STRATEGIES, make_scripted
+    from negolib.domains import get_domain
+    from negolib.scenarios import make_scenario
+
+    for strategy in STRATEGIES:
+        for seed in range(5_000_000, 5_000_004):
+            scenario = make_scenario(get_domain("car"), seed)
+            for scripted_role in ("seller", "buyer"):
+                agent, other_agent = make_scripted(strategy, seed=1), make_scripted("conceder", seed=2)
+                ep = Episode(scenario, EnvConfig(max_rounds=6))
+                while not ep.done:
+                    view = ep.view()
+                    if view.role == scripted_role:
+                        ep.step(agent.act(view).text)
+                    elif view.turn % 4 in (2, 3):  # every other counterpart turn fails to parse
+                        ep.step("Let me think about that.")
+                    else:
+                        ep.step(other_agent.act(view).text)
+                mine = [t for t in ep.turns if t.role == scripted_role]
+                assert not any(t.invalid_accept for t in mine), (strategy, seed, scripted_role)
+                if ep.outcome.deal:
+                    last, before = ep.turns[-1], ep.turns[-2]
+                    assert last.action["action"] == "ACCEPT" and before.action["action"] == "COUNTER"
