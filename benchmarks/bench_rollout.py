@@ -9,7 +9,9 @@ default (training: the GRPO rollouts' growing chat; evaluation: the scaffold re-
 turn). Prints generated tokens/s (wall and CPU), episodes/s and their ratios, and each run's
 split into prefill (prompt tokens not found in the prefix cache) and decode (sampled tokens),
 with per-phase ratios.
-SPEC target: >= 4x at batch 16 on 2 CPU cores. Turns of 128 new tokens (the default profile's
+Targets at batch 16 on 2 CPU cores (decided in issue #14): >= 4x on the training scaffold, >= 3x on
+the evaluation scaffold (it re-renders ~380 prompt tokens a row every turn, and prefill hardly
+batches on a CPU). Turns of 128 new tokens (the default profile's
 language-model arms) and 3 rounds keep the run to a few minutes; the baseline plays fewer episodes
 (rates, not totals, are compared).
 """
@@ -50,8 +52,11 @@ def _timed(run: Callable[[], Any]) -> tuple[Any, float, float]:
     return out, time.perf_counter() - t, time.process_time() - c
 
 
-def _verdict(ratio: float) -> str:
-    return "MET" if ratio >= 4 else "NOT MET"
+TARGETS = {"training": 4.0, "evaluation": 3.0}  # tokens/s ratio at batch 16, 2 CPU cores (#14)
+
+
+def _verdict(ratio: float, scaffold: str) -> str:
+    return f"target >= {TARGETS[scaffold]:g}x: " + ("MET" if ratio >= TARGETS[scaffold] else "NOT MET")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -82,9 +87,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scaffolds = ["training", "evaluation"] if args.scaffold == "both" else [args.scaffold]
     results = {sc: run_scaffold(model, tokenizer, sc, args) for sc in scaffolds}
     if len(results) > 1:
-        verdicts = [f"{sc} scaffold {r['ratio_tokens']:.3f}x tokens/s ({_verdict(r['ratio_tokens'])})"
+        verdicts = [f"{sc} scaffold {r['ratio_tokens']:.3f}x tokens/s ({_verdict(r['ratio_tokens'], sc)})"
                     for sc, r in results.items()]
-        print("summary (target >= 4x): " + "; ".join(verdicts))
+        print("summary: " + "; ".join(verdicts))
     return results
 
 
@@ -128,7 +133,7 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
     ratio_tok, ratio_ep = sb["tok_s"] / ss["tok_s"], sb["ep_s"] / ss["ep_s"]
     ratio_cpu = sb["tok_cpu_s"] / ss["tok_cpu_s"]
     print(f"ratio batched / one-at-a-time ({scaffold} scaffold): {ratio_tok:.3f}x tokens/s, "
-          f"{ratio_ep:.2f}x episodes/s, {ratio_cpu:.2f}x tokens per CPU-second (target >= 4x: {_verdict(ratio_tok)})")
+          f"{ratio_ep:.2f}x episodes/s, {ratio_cpu:.2f}x tokens per CPU-second ({_verdict(ratio_tok, scaffold)})")
     for label, agent in (("batched", batched), ("one at a time", single)):
         pc = agent.prefix_cache
         if pc is not None:
