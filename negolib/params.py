@@ -7,6 +7,14 @@ below: an unknown key or a wrong type is a :class:`~negolib.errors.ValidationErr
 file, the dotted field and the allowed keys or types. API keys never appear in a profile: API
 agents name the *environment variable* that holds the key (``api_key_env``).
 
+Loading is strict: a key given twice anywhere in the file (:class:`StrictLoader`), two arms or
+buyers whose names differ only in case, an empty list where omitting the key means "all"
+(``lm_domains: []``), a count or budget that is zero or negative, a budget for a notebook the book
+does not have, and two held-out domains without ``evaluation.held_out_domain`` are errors. A value
+that an agent would reject when built (sampling, scripted-strategy params, an opening, batch sizes)
+is rejected at load by the same check the agent builder runs
+(:func:`negolib.agents.factory.spec_problems`), so the two can never disagree.
+
 Relative paths in a profile (``output_dir``, ``paper_reported``) resolve against the project root,
 the nearest ancestor of the profile holding ``pyproject.toml`` (else the profile's folder).
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import re
 import types
 from dataclasses import dataclass, field
@@ -125,7 +134,12 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class EvaluationParams:
-    """The paired scenario set [paper §4]: seeds x domains x buyers, and the LM-arm subset."""
+    """The paired scenario set [paper §4]: seeds x domains x buyers, and the LM-arm subset.
+
+    ``domains`` / ``lm_domains`` / ``arms``: omitted (null) means all; an empty list is an error.
+    ``held_out_domain`` names the held-out domain of the analysis; it is required only when more
+    than one evaluated domain is flagged ``held_out`` in its file.
+    """
 
     buyers: list[str]
     seeds_per_domain: int = 64
@@ -137,6 +151,7 @@ class EvaluationParams:
     pilot_episodes: int = 2
     batch_size: int = 64
     arms: list[str] | None = None
+    held_out_domain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -445,31 +460,94 @@ def _check_agent(raw: Any, source: str, where: str) -> AgentSpec:
         if spec.strategy not in STRATEGIES:
             raise ValidationError(source, f"{where}.strategy", f"must be one of {sorted(STRATEGIES)}, "
                                   f"got {spec.strategy!r}")
-    if backend == "fixed_opening" and spec.opening not in ("none", "best"):
-        try:
-            ok = 0.0 <= float(spec.opening or "") <= 1.0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValidationError(source, f"{where}.opening", "must be 'none', 'best' or a utility in [0, 1] "
-                                  f"as a string, got {spec.opening!r}")
-    s = spec.sampling
-    if not (s.temperature >= 0 and 0 < s.top_p <= 1 and s.top_k >= 0 and s.max_new_tokens >= 1):
-        raise ValidationError(source, f"{where}.sampling", "needs temperature >= 0, 0 < top_p <= 1, "
-                              f"top_k >= 0, max_new_tokens >= 1; got {s}")
+    from negolib.agents.factory import spec_problems  # the agent builder's own checks
+
+    for key, problem in spec_problems(spec):
+        raise ValidationError(source, f"{where}.{key}", problem)
     return spec
+
+
+def _unique(items: list[Any], src: str, where: str) -> None:
+    """Raise when ``items`` names something twice."""
+    seen: list[Any] = []
+    for i, x in enumerate(items):
+        if x in seen:
+            raise ValidationError(src, f"{where}[{i}]", f"{x!r} is listed twice (first at [{seen.index(x)}])")
+        seen.append(x)
+
+
+def _positive(value: float | None, src: str, where: str, lo: float = 1, strict: bool = False) -> None:
+    """Raise unless ``value`` (when set) is finite and >= ``lo`` (> ``lo`` when ``strict``)."""
+    if value is None:
+        return
+    if not (math.isfinite(value) and (value > lo if strict else value >= lo)):
+        raise ValidationError(src, where, f"must be {'> ' if strict else '>= '}{lo:g}, got {value}")
+
+
+def _check_held_out(p: Params, domains: list[str]) -> None:
+    """At most one evaluated domain is flagged held out, unless ``evaluation.held_out_domain`` names it."""
+    from negolib.domains import load_domains
+
+    doms = load_domains()
+    held = [d for d in domains if doms[d].held_out]
+    named = p.evaluation.held_out_domain
+    if named is None:
+        if len(held) > 1:
+            raise ValidationError(p.source, "evaluation.held_out_domain", f"is required: the evaluated domains "
+                                  f"hold {len(held)} held-out domains {held}; name the one the analysis holds out")
+        return
+    if named not in domains:
+        raise ValidationError(p.source, "evaluation.held_out_domain", f"must be one of the evaluated domains "
+                              f"{domains}, got {named!r}")
+    if named not in held:
+        raise ValidationError(p.source, "evaluation.held_out_domain", f"{named!r} is not flagged held_out in its "
+                              f"domain file (held-out domains: {held})")
+
+
+def _check_budgets(p: Params) -> None:
+    from negolib.book import NOTEBOOKS
+
+    b = p.budgets
+    _positive(b.total_s, p.source, "budgets.total_s", 0, strict=True)
+    _positive(b.cell_timeout_s, p.source, "budgets.cell_timeout_s", 0, strict=True)
+    for name, seconds in b.notebooks.items():
+        if name not in NOTEBOOKS:
+            raise ValidationError(p.source, f"budgets.notebooks.{name}", f"no such notebook; notebooks: "
+                                  f"{list(NOTEBOOKS)}")
+        _positive(seconds, p.source, f"budgets.notebooks.{name}", 0, strict=True)
 
 
 def _cross_check(p: Params) -> None:
     src = p.source
     known_domains = _domain_names()
     ev = p.evaluation
+    for key in ("domains", "lm_domains", "arms"):
+        if getattr(ev, key) == []:
+            raise ValidationError(src, f"evaluation.{key}", "is empty; omit the key (or write null) for all "
+                                  f"{'arms' if key == 'arms' else 'domains'}, or name at least one")
+    for key in ("domains", "lm_domains", "arms", "buyers"):
+        _unique(getattr(ev, key) or [], src, f"evaluation.{key}")
     for key in ("domains", "lm_domains"):
         doms = getattr(ev, key)
         bad = sorted(set(doms or []) - known_domains)
         if bad:
             raise ValidationError(src, f"evaluation.{key}", f"unknown domains {bad}; allowed: "
                                   f"{sorted(known_domains)}")
+    evaluated = list(ev.domains) if ev.domains is not None else sorted(known_domains)
+    outside = [d for d in ev.lm_domains or [] if d not in evaluated]
+    if outside:
+        raise ValidationError(src, "evaluation.lm_domains", f"{outside} are not among evaluation.domains {evaluated}")
+    _check_held_out(p, evaluated)
+    _positive(ev.batch_size, src, "evaluation.batch_size")
+    _positive(ev.pilot_episodes, src, "evaluation.pilot_episodes")
+    _check_budgets(p)
+    names: dict[str, str] = {}
+    for section in ("arms", "buyers"):
+        for name in getattr(p, section):
+            first = names.setdefault(name.lower(), f"{section}.{name}")
+            if first != f"{section}.{name}":
+                raise ValidationError(src, f"{section}.{name}", f"names the same agent as {first} (names must "
+                                      "differ by more than case: outputs are written per name)")
     if not ev.buyers:
         raise ValidationError(src, "evaluation.buyers", "needs at least one buyer")
     for b in ev.buyers + list(p.beyond.extra_buyers):
@@ -501,10 +579,17 @@ def _cross_check(p: Params) -> None:
             raise ValidationError(src, f"{section}.{name}.inner", f"unknown arm {spec.inner!r}; "
                                   f"allowed: {sorted(p.arms)}")
     for rname, run in p.training.runs.items():
-        init = run.init.split("@")[0]
-        if init not in p.arms and init not in p.training.runs:
-            raise ValidationError(src, f"training.runs.{rname}.init", f"must name an arm or 'run@step', "
-                                  f"got {run.init!r}; arms: {sorted(p.arms)}")
+        init, at, step = run.init.partition("@")
+        if (at and (init not in p.training.runs or not step.isdigit() or int(step) < 1)) \
+                or (not at and init not in p.arms):
+            raise ValidationError(src, f"training.runs.{rname}.init", f"must name an arm or 'run@step' (a run of "
+                                  f"this profile, a step >= 1), got {run.init!r}; arms: {sorted(p.arms)}; "
+                                  f"runs: {sorted(p.training.runs)}")
+        _unique(run.seeds, src, f"training.runs.{rname}.seeds")
+        negative = {b: w for b, w in run.buyers.items() if not (math.isfinite(w) and w >= 0)}
+        if negative:
+            raise ValidationError(src, f"training.runs.{rname}.buyers", f"mixture weights must be >= 0, got "
+                                  f"{negative}")
         for b in run.buyers:
             if b not in p.buyers:
                 raise ValidationError(src, f"training.runs.{rname}.buyers", f"unknown buyer {b!r}; "
@@ -518,12 +603,15 @@ def _cross_check(p: Params) -> None:
                                   f"got {pair!r}; arms: {sorted(p.arms)}")
     if not 0 < p.statistics.alpha < 1 or p.statistics.n_resamples < 1:
         raise ValidationError(src, "statistics", "needs 0 < alpha < 1 and n_resamples >= 1")
+    _positive(p.statistics.refine_resamples, src, "statistics.refine_resamples")
+    _unique([tuple(x) for x in p.statistics.primary], src, "statistics.primary")
     for i, g in enumerate(p.design.sizes):
         for role in ("base", "shared", "shared_early", "lr3", "lr10"):
             arm = getattr(g, role)
             if arm is not None and arm not in p.arms:
                 raise ValidationError(src, f"design.sizes[{i}].{role}", f"unknown arm {arm!r}; "
                                       f"allowed: {sorted(p.arms)}")
+    _unique(p.design.frontier, src, "design.frontier")
     for arm in p.design.frontier:
         if arm not in p.arms:
             raise ValidationError(src, "design.frontier", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
@@ -531,6 +619,8 @@ def _cross_check(p: Params) -> None:
     if split and (len(split) != 2 or any(b not in ev.buyers for b in split)):
         raise ValidationError(src, "design.buyer_split", f"must be two evaluation buyers [A, B] (split = S vs A "
                               f"minus S vs B), got {split!r}; buyers: {ev.buyers}")
+    for key in ("buyer_opens", "fixed_openings", "extra_buyers"):
+        _unique(getattr(p.beyond, key), src, f"beyond.{key}")
     for key in ("buyer_opens", "fixed_openings"):
         for arm in getattr(p.beyond, key):
             if arm not in p.arms:
@@ -581,6 +671,74 @@ def _domain_names() -> set[str]:
 # Loading
 # ---------------------------------------------------------------------------------------------
 
+class StrictLoader(yaml.SafeLoader):
+    """A YAML ``SafeLoader`` whose mapping constructor rejects a key given twice in one mapping.
+
+    PyYAML keeps the last value silently (a second ``seed:`` would win); here it is a
+    :class:`DuplicateKeyError` naming the dotted path of the key and both line numbers. Merge keys
+    (``<<: *anchor``) may still be overridden, as YAML intends.
+    """
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._paths: dict[int, str] = {}
+        self._index(node, "")
+        return super().construct_document(node)
+
+    def _index(self, node: yaml.Node, path: str) -> None:
+        """Record the dotted path of every mapping node (for error messages)."""
+        if id(node) in self._paths:  # an alias met again
+            return
+        self._paths[id(node)] = path
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else "?"
+                self._index(v, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self._index(v, f"{path}[{i}]")
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                seen = key in first
+            except TypeError:  # an unhashable key: the base constructor reports it
+                continue
+            if seen:
+                base = getattr(self, "_paths", {}).get(id(node), "")
+                raise DuplicateKeyError(f"{base}.{key}" if base else str(key), first[key], line)
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping key given twice (raised by :class:`StrictLoader`)."""
+
+    def __init__(self, path: str, first_line: int, line: int) -> None:
+        self.path, self.first_line, self.line = path, first_line, line
+        super().__init__(f"{path}: key given twice, at line {first_line} and line {line}")
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file loaded with :class:`StrictLoader`; a duplicate key or bad YAML is a
+    :class:`ValidationError` naming the file, the dotted key and the line(s)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(str(path), "<file>", f"is not UTF-8 text: {exc}") from exc
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
+    except DuplicateKeyError as exc:
+        raise ValidationError(str(path), exc.path, f"key given twice, at line {exc.first_line} and line "
+                              f"{exc.line} (YAML would silently keep the last)") from exc
+    except yaml.YAMLError as exc:
+        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
+
+
 def project_root(path: str | Path) -> Path:
     """The nearest ancestor of ``path`` holding ``pyproject.toml`` (else the file's folder)."""
     path = Path(path).resolve()
@@ -629,11 +787,7 @@ def load_params(path: str | Path) -> Params:
     path = Path(path)
     if not path.exists():
         raise ValidationError(str(path), "<file>", "does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
-    return parse_params(data, str(path.resolve()), project_root(path))
+    return parse_params(load_yaml(path.resolve()), str(path.resolve()), project_root(path))
 
 
 def to_dict(obj: Any) -> Any:
@@ -657,4 +811,5 @@ def spec_dict(spec: AgentSpec) -> dict[str, Any]:
 
 __all__ = ["AgentSpec", "Sampling", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",
            "SizeGroup", "DesignParams", "BeyondParams", "Price", "Budgets", "Params", "BACKENDS",
-           "BACKEND_KEYS", "load_params", "parse_params", "project_root", "to_dict", "spec_dict"]
+           "BACKEND_KEYS", "DuplicateKeyError", "StrictLoader", "load_params", "load_yaml", "parse_params",
+           "project_root", "to_dict", "spec_dict"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import numbers
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -21,6 +22,29 @@ log = logging.getLogger(__name__)
 
 class SamplingDriftWarning(UserWarning):
     """The settings sent to a backend differ from the arm's declared settings."""
+
+
+def _whole(x: Any, lo: int) -> bool:
+    """True for a whole number >= ``lo`` (not a bool)."""
+    return not isinstance(x, bool) and isinstance(x, numbers.Real) and math.isfinite(x) and x >= lo and x == int(x)
+
+
+def sampling_problems(temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> list[tuple[str, str]]:
+    """(setting, problem) for each decoding value no backend can send; empty when all are valid.
+
+    The one owner of these rules: :class:`SamplingConfig` raises on the first problem and the params
+    loader (:mod:`negolib.params`) reports it at load, naming the profile field.
+    """
+    out = []
+    if not (temperature > 0 and math.isfinite(temperature)):
+        out.append(("temperature", f"must be a finite number > 0, got {temperature}"))
+    if not 0 < top_p <= 1:
+        out.append(("top_p", f"must be in (0, 1], got {top_p}"))
+    if not _whole(top_k, 0):
+        out.append(("top_k", f"must be an integer >= 0 (0 = off), got {top_k}"))
+    if not _whole(max_new_tokens, 1):
+        out.append(("max_new_tokens", f"must be an integer >= 1, got {max_new_tokens}"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -35,14 +59,10 @@ class SamplingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        problems = sampling_problems(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
+        if problems:
+            key, problem = problems[0]
+            raise ValueError(f"{key} {problem}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,4 +124,5 @@ def derive_seed(seed: int, episode_ids: Sequence[str], turns: Sequence[int]) -> 
     return int.from_bytes(h.digest()[:8], "big") & ((1 << 63) - 1)
 
 
-__all__ = ["PAPER_SAMPLING", "SamplingConfig", "SamplingDriftWarning", "derive_seed", "drift", "warn_drift"]
+__all__ = ["PAPER_SAMPLING", "SamplingConfig", "SamplingDriftWarning", "derive_seed", "drift", "sampling_problems",
+           "warn_drift"]

@@ -74,3 +74,54 @@ def test_users_can_add_a_domain_folder(tmp_path):
     assert list(load_domains(tmp_path)) == ["my_domain"]
     with pytest.raises(ValidationError, match="unknown domain"):
         get_domain("nope")
+
+
+# -- strict at load (issue 13 §4) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("mutate, field, words", [
+    (lambda d: d["issues"][1].update(name="Price"), "issues", "ignoring case"),
+    (lambda d: d["issues"][0].update(range=[0, float("inf")]), "issues[0] (price).range", "finite"),
+    (lambda d: d["issues"][0].update(range=[float("-inf"), 10]), "issues[0] (price).range", "finite"),
+    (lambda d: d["issues"][0].update(range=[float("nan"), 10]), "issues[0] (price).range", "finite"),
+    (lambda d: d["issues"][0].update(range=[5, 5]), "issues[0] (price).range", "lo < hi"),
+])
+def test_issue_names_unique_ignoring_case_and_ranges_finite(mutate, field, words):
+    data = _base()
+    mutate(data)
+    with pytest.raises(ValidationError) as info:
+        parse_domain(data, "bad.yaml")
+    assert info.value.field == field and words in str(info.value) and "bad.yaml" in str(info.value)
+
+
+def test_infinite_range_in_a_yaml_file_is_rejected(tmp_path):
+    text = (DOMAIN_DIR / "acquisition.yaml").read_text()
+    name = "acquisition"
+    line = next(ln for ln in text.splitlines() if "range: [" in ln)
+    lo_hi = line[line.index("range: [") + 8: line.index("]", line.index("range: ["))]
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(text.replace(f"range: [{lo_hi}]", "range: [0, .inf]", 1))
+    with pytest.raises(ValidationError, match="finite"):
+        load_domain(p)
+
+
+def test_duplicate_key_in_a_domain_file_names_it_and_its_lines(tmp_path):
+    text = (DOMAIN_DIR / "acquisition.yaml").read_text()
+    assert text.count("held_out: false\n") == 1
+    p = tmp_path / "acquisition.yaml"
+    p.write_text(text.replace("held_out: false\n", "held_out: false\nheld_out: true\n"))
+    with pytest.raises(ValidationError) as info:
+        load_domain(p)
+    assert info.value.field == "held_out" and "line 3 and line 4" in str(info.value)
+    first = next(ln for ln in text.splitlines() if ln.startswith("  - {name:"))
+    p.write_text(text.replace(first, first.replace("{name:", "{kind: binary, name:")))
+    assert "kind: binary, name:" in p.read_text()
+    with pytest.raises(ValidationError, match="key given twice") as info:
+        load_domain(p)
+    assert info.value.field == "issues[0].kind"
+
+
+def test_every_shipped_domain_loads_strictly():
+    from negolib.params import load_yaml
+
+    for f in sorted(DOMAIN_DIR.glob("*.yaml")):
+        assert load_domain(f).name == f.stem and isinstance(load_yaml(f), dict)

@@ -4,6 +4,7 @@ the agent factory builds every backend it can without a network."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,211 @@ def test_factory_trained_arm_without_checkpoint_is_clear(tmp_path):
     assert not ok and "run notebook 03 first" in why
     with pytest.raises(FileNotFoundError, match="tiny_grpo"):
         build_agent("tiny_grpo", p.arms["tiny_grpo"], 0, params=p)
+
+
+# -- strict at load (issue 13 §4) ----------------------------------------------------------------
+
+def _expect(tmp_path: Path, data: dict, field: str, words: str) -> ValidationError:
+    """Loading ``data`` fails naming the file, the dotted ``field`` and ``words``."""
+    path = _write(tmp_path, data)
+    with pytest.raises(ValidationError) as e:
+        load_params(path)
+    assert e.value.field == field, str(e.value)
+    assert words in str(e.value) and str(path.resolve()) in str(e.value)
+    return e.value
+
+
+def test_duplicate_yaml_key_names_path_and_lines(tmp_path):
+    text = (ROOT / "params" / "smoke.yaml").read_text()
+    assert text.count("\nseed: 0\n") == 1
+    path = tmp_path / "p.yaml"
+    path.write_text(text + "seed: 7\n")
+    with pytest.raises(ValidationError) as e:
+        load_params(path)
+    line = text.count("\n", 0, text.index("\nseed: 0\n")) + 2
+    assert e.value.field == "seed" and f"line {line} and line {text.count(chr(10)) + 1}" in str(e.value)
+    assert str(path.resolve()) in str(e.value)
+
+
+def test_duplicate_nested_key_and_duplicate_arm_name(tmp_path):
+    text = (ROOT / "params" / "smoke.yaml").read_text()
+    path = tmp_path / "p.yaml"
+    path.write_text(text.replace("  pilot_episodes: 1\n", "  pilot_episodes: 1\n  pilot_episodes: 3\n"))
+    with pytest.raises(ValidationError, match="key given twice") as e:
+        load_params(path)
+    assert e.value.field == "evaluation.pilot_episodes"
+    arm = "  conceder:      {backend: scripted, strategy: conceder, label: \"Conceder (e = 2)\"}\n"
+    assert arm in text
+    path.write_text(text.replace(arm, arm + arm.replace("Conceder (e = 2)", "another conceder")))
+    with pytest.raises(ValidationError, match="key given twice") as e:
+        load_params(path)
+    assert e.value.field == "arms.conceder"
+
+
+def test_strict_loader_keeps_yaml_merge_keys():
+    from negolib.params import StrictLoader
+
+    text = "base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n"
+    assert yaml.load(text, Loader=StrictLoader) == {"base": {"x": 1, "y": 2}, "other": {"x": 1, "y": 3}}
+
+
+def test_arm_names_must_differ_by_more_than_case(tmp_path):
+    data = _smoke_data()
+    data["arms"]["Boulware"] = dict(data["arms"]["boulware"])
+    _expect(tmp_path, data, "arms.Boulware", "same agent as arms.boulware")
+    data = _smoke_data()
+    data["buyers"]["Boulware"] = dict(data["buyers"]["buyer_linear"])
+    _expect(tmp_path, data, "buyers.Boulware", "same agent as arms.boulware")
+
+
+@pytest.mark.parametrize("key, words", [("lm_domains", "is empty"), ("domains", "is empty"), ("arms", "is empty")])
+def test_empty_list_is_not_all(tmp_path, key, words):
+    data = _smoke_data()
+    data["evaluation"][key] = []
+    _expect(tmp_path, data, f"evaluation.{key}", words)
+
+
+def test_lists_name_each_thing_once(tmp_path):
+    data = _smoke_data()
+    data["evaluation"]["buyers"] = ["buyer_linear", "buyer_hardheaded", "buyer_linear"]
+    _expect(tmp_path, data, "evaluation.buyers[2]", "listed twice")
+    data = _smoke_data()
+    data["evaluation"]["lm_domains"] = ["car", "car"]
+    _expect(tmp_path, data, "evaluation.lm_domains[1]", "listed twice")
+    data = _smoke_data()
+    data["training"]["runs"]["tiny_grpo"]["seeds"] = [0, 0]
+    _expect(tmp_path, data, "training.runs.tiny_grpo.seeds[1]", "listed twice")
+
+
+def test_lm_domains_must_be_evaluated(tmp_path):
+    data = _smoke_data()
+    data["evaluation"]["domains"] = ["acquisition", "car"]
+    data["evaluation"]["lm_domains"] = ["job_offer"]
+    _expect(tmp_path, data, "evaluation.lm_domains", "not among evaluation.domains")
+
+
+@pytest.mark.parametrize("section, key, value, field, words", [
+    ("evaluation", "batch_size", 0, "evaluation.batch_size", ">= 1"),
+    ("evaluation", "batch_size", -4, "evaluation.batch_size", ">= 1"),
+    ("evaluation", "pilot_episodes", 0, "evaluation.pilot_episodes", ">= 1"),
+    ("budgets", "total_s", 0, "budgets.total_s", "> 0"),
+    ("budgets", "total_s", -5.0, "budgets.total_s", "> 0"),
+    ("budgets", "cell_timeout_s", 0, "budgets.cell_timeout_s", "> 0"),
+    ("statistics", "refine_resamples", 0, "statistics.refine_resamples", ">= 1"),
+])
+def test_counts_and_budgets_must_be_positive(tmp_path, section, key, value, field, words):
+    data = _smoke_data()
+    data[section][key] = value
+    _expect(tmp_path, data, field, words)
+
+
+def test_notebook_budgets_name_real_notebooks(tmp_path):
+    data = _smoke_data()
+    data["budgets"]["notebooks"] = {"03_train": 60}
+    _expect(tmp_path, data, "budgets.notebooks.03_train", "no such notebook")
+    data["budgets"]["notebooks"] = {"03_training": 0}
+    _expect(tmp_path, data, "budgets.notebooks.03_training", "> 0")
+    data["budgets"]["notebooks"] = {"03_training": 60}
+    assert load_params(_write(tmp_path, data)).budgets.notebooks == {"03_training": 60.0}
+
+
+@pytest.mark.parametrize("arm, key, value, field, words", [
+    ("tiny_base", "batch_size", 0, "arms.tiny_base.batch_size", ">= 1"),
+    ("tiny_base", "prompt_cap", -1, "arms.tiny_base.prompt_cap", ">= 1"),
+    ("tiny_grpo", "prompt_cap", 0, "arms.tiny_grpo.prompt_cap", ">= 1"),
+    ("tiny_grpo", "step", -1, "arms.tiny_grpo.step", ">= 0"),
+    ("tiny_base", "dtype", "float33", "arms.tiny_base.dtype", "must be one of"),
+    ("boulware_open_best", "opening", "1.5", "arms.boulware_open_best.opening", "utility in [0, 1]"),
+    ("boulware", "params", {"tau": 3}, "arms.boulware.params.tau", "not a parameter"),
+    ("boulware", "params", {"p_min": 2.0}, "arms.boulware.params.p_min", "in [0, 1]"),
+    ("boulware", "params", {"p_min": 0.8, "p_max": 0.5}, "arms.boulware.params.p_min", "<= p_max"),
+    ("fixed_offer", "params", {"offer_utility": -0.1}, "arms.fixed_offer.params.offer_utility", "in [0, 1]"),
+    ("tit_for_tat", "params", {"min_concession": 5}, "arms.tit_for_tat.params.min_concession", "in [0, 1]"),
+    ("hardheaded", "params", {"max_terms": 0}, "arms.hardheaded.params.max_terms", ">= 1"),
+])
+def test_agent_values_the_builder_rejects_fail_at_load(tmp_path, arm, key, value, field, words):
+    data = _smoke_data()
+    data["arms"][arm][key] = value
+    _expect(tmp_path, data, field, words)
+
+
+@pytest.mark.parametrize("key, value", [("temperature", 0), ("temperature", -1.0), ("top_p", 0), ("top_p", 1.5),
+                                        ("top_k", -1), ("max_new_tokens", 0)])
+def test_sampling_rejected_at_load_exactly_when_the_agent_would_reject_it(tmp_path, key, value):
+    from negolib.agents.factory import sampling_config
+
+    data = _smoke_data()
+    data["arms"]["tiny_base"]["sampling"][key] = value
+    _expect(tmp_path, data, f"arms.tiny_base.sampling.{key}", "must be")
+    spec = load_params(ROOT / "params" / "smoke.yaml").arms["tiny_base"]
+    bad = dataclasses.replace(spec, sampling=dataclasses.replace(spec.sampling, **{key: value}))
+    with pytest.raises(ValueError, match=key):
+        sampling_config(bad)
+
+
+def test_build_agent_runs_the_loaders_checks():
+    from negolib.agents.factory import build_agent
+
+    spec = load_params(ROOT / "params" / "smoke.yaml").arms["boulware"]
+    with pytest.raises(ValueError, match=r"agent 'b': params\.tau is not a parameter"):
+        build_agent("b", dataclasses.replace(spec, params={"tau": 1}))
+
+
+def test_api_arm_limits_checked_at_load(tmp_path):
+    data = yaml.safe_load((ROOT / "params" / "paper.yaml").read_text())
+    data["arms"]["terra"]["timeout_s"] = 0
+    _expect(tmp_path, data, "arms.terra.timeout_s", "> 0")
+    data = yaml.safe_load((ROOT / "params" / "paper.yaml").read_text())
+    data["arms"]["terra"]["max_concurrency"] = 0
+    _expect(tmp_path, data, "arms.terra.max_concurrency", ">= 1")
+    data = yaml.safe_load((ROOT / "params" / "paper.yaml").read_text())
+    data["arms"]["sonnet5"]["sampling"]["thinking"] = True
+    _expect(tmp_path, data, "arms.sonnet5.sampling.thinking", "thinking off")
+
+
+def test_training_init_and_mixture_are_checked(tmp_path):
+    data = _smoke_data()
+    data["training"]["runs"]["tiny_grpo"]["init"] = "tiny_grpo@x"
+    _expect(tmp_path, data, "training.runs.tiny_grpo.init", "run@step")
+    data["training"]["runs"]["tiny_grpo"]["init"] = "tiny_base@4"  # an arm, not a run
+    _expect(tmp_path, data, "training.runs.tiny_grpo.init", "run@step")
+    data = _smoke_data()
+    data["training"]["runs"]["tiny_grpo"]["buyers"] = {"train_conceder": 1.5, "train_boulware": -0.5}
+    _expect(tmp_path, data, "training.runs.tiny_grpo.buyers", ">= 0")
+
+
+@pytest.fixture
+def two_held_out(tmp_path, monkeypatch):
+    """The shipped domains with acquisition flagged held out as well as car."""
+    import negolib.domains as domains
+
+    folder = tmp_path / "domains"
+    folder.mkdir()
+    for f in domains.DOMAIN_DIR.glob("*.yaml"):
+        text = f.read_text()
+        if f.stem == "acquisition":
+            assert "held_out: false\n" in text
+            text = text.replace("held_out: false\n", "held_out: true\n")
+        (folder / f.name).write_text(text)
+    monkeypatch.setattr(domains, "DOMAIN_DIR", folder)
+    assert sorted(d for d, dom in domains.load_domains().items() if dom.held_out) == ["acquisition", "car"]
+    return tmp_path
+
+
+def test_two_held_out_domains_need_the_profile_to_name_one(two_held_out):
+    data = _smoke_data()
+    _expect(two_held_out, data, "evaluation.held_out_domain", "is required")
+    data["evaluation"]["held_out_domain"] = "job_offer"
+    _expect(two_held_out, data, "evaluation.held_out_domain", "not flagged held_out")
+    data["evaluation"]["held_out_domain"] = "car"
+    assert load_params(_write(two_held_out, data)).evaluation.held_out_domain == "car"
+    data = _smoke_data()
+    data["evaluation"]["domains"] = ["acquisition", "job_offer"]  # only one held out among those evaluated
+    data["evaluation"]["lm_domains"] = ["acquisition"]
+    assert load_params(_write(two_held_out, data)).evaluation.held_out_domain is None
+
+
+def test_paper_reported_has_no_duplicate_keys():
+    from negolib.params import load_yaml
+
+    assert "arms" in load_yaml(ROOT / "params" / "paper_reported.yaml")

@@ -160,3 +160,53 @@ def test_a_bad_parse_turn_makes_no_offer_to_accept(strategy):
                 ep.step(reply)
         assert ep.done and not ep.outcome.deal
         assert ep.view("buyer").history[0].offered is False
+
+
+# -- declared strategy parameters (issue 13 §4): one validator for the loader and the constructors --
+
+def test_every_strategy_declares_its_parameters():
+    import inspect
+
+    from negolib.agents.scripted import PARAM_SPECS, STRATEGY_CLASSES
+
+    assert set(STRATEGY_CLASSES) == set(STRATEGIES)
+    for strategy, cls in STRATEGY_CLASSES.items():
+        assert isinstance(make_scripted(strategy), cls)
+    for cls, spec in PARAM_SPECS.items():  # the spec names exactly what the constructor takes
+        taken = set(inspect.signature(cls.__init__).parameters) - {"self", "name", "seed"}
+        assert set(spec) == taken, cls
+
+
+@pytest.mark.parametrize("strategy, params, words", [
+    ("boulware", {"tau": 1.0}, "tau is not a parameter"),
+    ("fixed_offer", {"e": 0.5}, "e is not a parameter"),
+    ("tit_for_tat", {"min_concession": -0.1}, "min_concession must be a number in [0, 1]"),
+    ("tit_for_tat", {"min_concession": "0.1"}, "min_concession must be a number"),
+    ("linear", {"e": float("inf")}, "e must be a number >= 0"),
+    ("conceder", {"k": 1.5}, "k must be a number in [0, 1]"),
+    ("linear", {"p_min": 0.7, "p_max": 0.6}, "p_min must be <= p_max"),
+    ("hardheaded", {"window": 2}, "window must be a number in [0, 1]"),
+    ("hardheaded", {"k": 0.1}, "k is not a parameter"),
+    ("fixed_offer", {"offer_utility": True}, "offer_utility must be a number"),
+    ("boulware", {"max_terms": 2.5}, "max_terms must be an integer >= 1"),
+])
+def test_make_scripted_rejects_params_the_strategy_does_not_take(strategy, params, words):
+    from negolib.agents.scripted import strategy_param_problems
+
+    assert strategy_param_problems(strategy, params)
+    with pytest.raises(ValueError) as e:
+        make_scripted(strategy, **params)
+    assert words in str(e.value) and not isinstance(e.value, TypeError)
+
+
+def test_constructors_use_the_declared_ranges():
+    from negolib.agents.scripted import TitForTatAgent
+
+    with pytest.raises(ValueError, match=r"TitForTatAgent: min_concession must be a number in \[0, 1\]"):
+        TitForTatAgent("t", min_concession=-1.0)
+    with pytest.raises(ValueError, match="HardHeadedAgent: window"):
+        HardHeadedAgent("h", window=-0.5)
+    with pytest.raises(ValueError, match="p_min must be <= p_max"):
+        TimeDependentAgent("t", p_min=0.9, p_max=0.2)
+    agent = make_scripted("hardheaded", e=0.3, p_min=0.2, window=0.1, max_terms=2)
+    assert (agent.e, agent.p_min, agent.window, agent.max_terms) == (0.3, 0.2, 0.1, 2)

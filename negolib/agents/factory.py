@@ -27,6 +27,79 @@ if TYPE_CHECKING:
     from negolib.params import AgentSpec, Params
 
 OPENINGS = ("none", "best")
+DTYPES = ("float32", "float16", "bfloat16")
+"""Weight dtypes a local model loads in (``torch.<dtype>``)."""
+
+
+def check_opening(opening: str) -> None:
+    """Raise ``ValueError`` unless ``opening`` is 'none', 'best' or a utility in [0, 1] as a string."""
+    if opening in OPENINGS:
+        return
+    try:
+        u = float(opening)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be one of {OPENINGS} or a utility in [0, 1] as a string, got {opening!r}") from None
+    if not 0 <= u <= 1:
+        raise ValueError(f"must be one of {OPENINGS} or a utility in [0, 1] as a string, got {opening!r}")
+
+
+def _at_least(value: float | None, lo: float, strict: bool = False) -> bool:
+    return value is None or (value > lo if strict else value >= lo)
+
+
+def spec_problems(spec: AgentSpec) -> list[tuple[str, str]]:
+    """(field, problem) for every value of ``spec`` that :func:`build_agent` would reject; empty when
+    it builds. The params loader reports these at load (naming the profile field), so a profile that
+    loads never fails for them when agents are built; :func:`build_agent` checks them too."""
+    from negolib.sampling import sampling_problems
+
+    b, out = spec.backend, []
+    if b == "scripted":
+        from negolib.agents.scripted import strategy_param_problems
+
+        out += [(k if k == "strategy" else f"params.{k}", why)
+                for k, why in strategy_param_problems(spec.strategy or "", spec.params)]
+    if b == "fixed_opening":
+        try:
+            check_opening(spec.opening or "")
+        except ValueError as exc:
+            out.append(("opening", str(exc)))
+    if b in ("hf", "vllm", "trained", "openai", "anthropic"):
+        s = spec.sampling
+        out += [(f"sampling.{k}", why) for k, why in sampling_problems(s.temperature, s.top_p, s.top_k,
+                                                                       s.max_new_tokens)]
+    if b == "anthropic" and spec.sampling.thinking:
+        out.append(("sampling.thinking", "must be false: Anthropic arms run with thinking off (the paper's setting)"))
+    for key in ("batch_size", "prompt_cap", "tensor_parallel", "max_concurrency"):
+        if not _at_least(getattr(spec, key), 1):
+            out.append((key, f"must be >= 1, got {getattr(spec, key)}"))
+    if not _at_least(spec.step, 0):
+        out.append(("step", f"must be >= 0 (0 = the policy the run starts from), got {spec.step}"))
+    if not _at_least(spec.steps, 0):
+        out.append(("steps", f"must be >= 0, got {spec.steps}"))
+    g = spec.gpu_memory_utilization
+    if g is not None and not 0 < g <= 1:
+        out.append(("gpu_memory_utilization", f"must be in (0, 1], got {g}"))
+    if spec.dtype is not None and spec.dtype not in DTYPES:
+        out.append(("dtype", f"must be one of {list(DTYPES)}, got {spec.dtype!r}"))
+    if b in ("openai", "anthropic"):
+        from negolib.agents.api_agent import RetryPolicy
+
+        for key in ("timeout_s", "max_retries"):
+            if getattr(spec, key) is not None:
+                try:
+                    RetryPolicy(**{key: getattr(spec, key)})
+                except ValueError as exc:
+                    out.append((key, str(exc).removeprefix(f"{key} ")))
+    return out
+
+
+def check_spec(name: str, spec: AgentSpec) -> None:
+    """Raise ``ValueError`` naming agent ``name`` and the first field :func:`spec_problems` rejects."""
+    problems = spec_problems(spec)
+    if problems:
+        key, why = problems[0]
+        raise ValueError(f"agent {name!r}: {key} {why}")
 
 
 @dataclass
@@ -164,6 +237,7 @@ def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | N
     "buyer") is passed to backends that render role-specific prompts.
     """
     cache = cache or ModelCache()
+    check_spec(name, spec)
     b = spec.backend
     if b == "scripted":
         from negolib.agents.scripted import make_scripted
@@ -352,14 +426,10 @@ class FixedOpeningAgent(Agent):
     backend = "fixed_opening"
 
     def __init__(self, name: str, inner: Agent, opening: str = "none", seed: int = 0) -> None:
-        if opening not in OPENINGS:
-            try:
-                u = float(opening)
-            except ValueError:
-                raise ValueError(f"opening must be one of {OPENINGS} or a number in [0, 1], got {opening!r}") \
-                    from None
-            if not 0 <= u <= 1:
-                raise ValueError(f"opening utility must be in [0, 1], got {u}")
+        try:
+            check_opening(opening)
+        except ValueError as exc:
+            raise ValueError(f"opening {exc}") from None
         self.name, self.inner, self.opening, self.seed = name, inner, opening, seed
 
     def _opening_text(self, view: PartyView) -> str:
@@ -392,6 +462,6 @@ class FixedOpeningAgent(Agent):
                 "inner": self.inner.settings()}
 
 
-__all__ = ["ModelCache", "FixedOpeningAgent", "OPENINGS", "TINY", "base_arm", "build_agent", "build_agents",
-           "checkpoint_dir", "describe_models", "resolve_model_path", "sampling_config", "tiny_model_dir", "train_run",
-           "trained_ready", "training_run_dir"]
+__all__ = ["DTYPES", "ModelCache", "FixedOpeningAgent", "OPENINGS", "TINY", "base_arm", "build_agent", "build_agents",
+           "check_opening", "check_spec", "checkpoint_dir", "describe_models", "resolve_model_path",
+           "sampling_config", "spec_problems", "tiny_model_dir", "train_run", "trained_ready", "training_run_dir"]

@@ -22,7 +22,10 @@ by (agent seed, scenario seed, turn)). No agent accepts a ledger below its reser
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
@@ -184,8 +187,7 @@ class FixedOfferAgent(ScriptedAgent):
 
     def __init__(self, name: str = "fixed_offer", seed: int = 0, offer_utility: float = 1.0) -> None:
         super().__init__(name, seed)
-        if not 0.0 <= offer_utility <= 1.0:
-            raise ValueError(f"offer_utility must be in [0, 1], got {offer_utility}")
+        _require_params(FixedOfferAgent, offer_utility=offer_utility)
         self.offer_utility = offer_utility
 
     def target(self, view: PartyView) -> float:
@@ -201,8 +203,7 @@ class TimeDependentAgent(ScriptedAgent):
     def __init__(self, name: str, seed: int = 0, e: float = 1.0, k: float = 0.0,
                  p_max: float = 1.0, p_min: float = 0.0) -> None:
         super().__init__(name, seed)
-        if e < 0 or not 0 <= k <= 1 or not 0 <= p_min <= p_max <= 1:
-            raise ValueError("need e >= 0, 0 <= k <= 1 and 0 <= p_min <= p_max <= 1")
+        _require_params(TimeDependentAgent, e=e, k=k, p_max=p_max, p_min=p_min)
         self.e, self.k, self.p_max, self.p_min = e, k, p_max, p_min
 
     def concession(self, t: float) -> float:
@@ -225,6 +226,7 @@ class TitForTatAgent(ScriptedAgent):
 
     def __init__(self, name: str = "tit_for_tat", seed: int = 0, min_concession: float = 0.01) -> None:
         super().__init__(name, seed)
+        _require_params(TitForTatAgent, min_concession=min_concession)
         self.min_concession = min_concession
 
     def target(self, view: PartyView) -> float:
@@ -255,6 +257,7 @@ class HardHeadedAgent(TimeDependentAgent):
     def __init__(self, name: str = "hardheaded", seed: int = 0, e: float = 0.2, p_min: float = 0.0,
                  window: float = 0.05) -> None:
         super().__init__(name, seed, e=e, p_min=p_min)
+        _require_params(HardHeadedAgent, window=window)
         self.window = window
 
     def opponent_model(self, view: PartyView) -> tuple[list[float], dict[int, Any]]:
@@ -323,14 +326,84 @@ STRATEGIES = {
 }
 
 
+# -- declared parameters: the one validator of a strategy's params (loader and constructors) ------
+
+@dataclass(frozen=True)
+class Bound:
+    """A numeric parameter's allowed values: finite, ``lo <= value <= hi``, whole when ``integer``."""
+
+    lo: float
+    hi: float = math.inf
+    integer: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not allowed, or None."""
+        kind = "an integer" if self.integer else "a number"
+        span = f">= {self.lo:g}" if self.hi == math.inf else f"in [{self.lo:g}, {self.hi:g}]"
+        ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+              and self.lo <= value <= self.hi and (not self.integer or value == int(value)))
+        return None if ok else f"must be {kind} {span}, got {value!r}"
+
+
+_UNIT = Bound(0.0, 1.0)
+PARAM_SPECS: dict[type[ScriptedAgent], dict[str, Bound]] = {
+    FixedOfferAgent: {"offer_utility": _UNIT},
+    TimeDependentAgent: {"e": Bound(0.0), "k": _UNIT, "p_max": _UNIT, "p_min": _UNIT},
+    TitForTatAgent: {"min_concession": _UNIT},
+    HardHeadedAgent: {"e": Bound(0.0), "p_min": _UNIT, "window": _UNIT},
+}
+"""The parameters each agent class takes (beyond name and seed) and their ranges; a profile's
+``params`` for a scripted arm may name exactly these, plus ``max_terms`` (:data:`COMMON_PARAMS`)."""
+COMMON_PARAMS: dict[str, Bound] = {"max_terms": Bound(1, integer=True)}
+STRATEGY_CLASSES: dict[str, type[ScriptedAgent]] = {
+    "fixed_offer": FixedOfferAgent, "boulware": TimeDependentAgent, "linear": TimeDependentAgent,
+    "conceder": TimeDependentAgent, "hardliner": TimeDependentAgent, "tit_for_tat": TitForTatAgent,
+    "hardheaded": HardHeadedAgent,
+}
+
+
+def _param_problems(cls: type[ScriptedAgent], params: Mapping[str, Any],
+                    extra: Mapping[str, Bound] | None = None) -> list[tuple[str, str]]:
+    spec = {**PARAM_SPECS[cls], **(extra or {})}
+    out = [(k, f"is not a parameter of {cls.__name__}; allowed: {sorted(spec)}") for k in params if k not in spec]
+    out += [(k, why) for k, v in params.items() if k in spec and (why := spec[k].problem(v)) is not None]
+    if "p_max" in spec and not out:
+        lo, hi = params.get("p_min", 0.0), params.get("p_max", 1.0)
+        if lo > hi:
+            out.append(("p_min", f"must be <= p_max ({hi}), got {lo}"))
+    return out
+
+
+def strategy_param_problems(strategy: str, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(parameter, problem) for each of ``params`` that strategy ``strategy`` does not take or whose
+    value is out of range; empty when :func:`make_scripted` will accept them."""
+    if strategy not in STRATEGY_CLASSES:
+        return [("strategy", f"unknown scripted strategy {strategy!r}; choose from {sorted(STRATEGY_CLASSES)}")]
+    return _param_problems(STRATEGY_CLASSES[strategy], params, COMMON_PARAMS)
+
+
+def check_strategy_params(strategy: str, params: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` naming the first parameter :func:`strategy_param_problems` rejects."""
+    problems = strategy_param_problems(strategy, params)
+    if problems:
+        key, why = problems[0]
+        raise ValueError(f"{why}" if key == "strategy" else f"scripted strategy {strategy!r}: {key} {why}")
+
+
+def _require_params(cls: type[ScriptedAgent], **values: Any) -> None:
+    """A constructor's check of its own arguments against :data:`PARAM_SPECS`."""
+    problems = _param_problems(cls, values)
+    if problems:
+        key, why = problems[0]
+        raise ValueError(f"{cls.__name__}: {key} {why}")
+
+
 def make_scripted(strategy: str, name: str | None = None, seed: int = 0, max_terms: int | None = None,
                   **params: Any) -> ScriptedAgent:
     """Build a scripted agent by strategy name (see :data:`STRATEGIES`); ``max_terms`` makes its
-    counters compact (see :attr:`ScriptedAgent.max_terms`)."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown scripted strategy {strategy!r}; choose from {sorted(STRATEGIES)}")
-    if max_terms is not None and max_terms < 1:
-        raise ValueError(f"max_terms must be >= 1 or None, got {max_terms}")
+    counters compact (see :attr:`ScriptedAgent.max_terms`). Parameters are checked against
+    :data:`PARAM_SPECS` first (:func:`check_strategy_params`)."""
+    check_strategy_params(strategy, {**params, **({"max_terms": max_terms} if max_terms is not None else {})})
     agent = STRATEGIES[strategy](name or strategy, seed, **params)
     agent.max_terms = max_terms
     return agent

@@ -4,16 +4,20 @@ A domain has 7-10 issues: 3-5 distributive continuous terms (range, unit and the
 preferred direction; the buyer's is opposite) and integrative categorical or binary terms on which
 each party independently draws a preferred level [paper §3]. Add a domain by adding a YAML file
 to this folder (or pass another folder to :func:`load_domains`).
+
+Files load strictly: a key given twice, two issue names equal ignoring case (a party's term name
+is matched case-insensitively, so one of them could never be named), and a range that is not
+finite with lo < hi are errors naming the file and the field. Which domain is held out is checked
+with the profile (:mod:`negolib.params`): more than one needs ``evaluation.held_out_domain``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
-
-import yaml
 
 from negolib.errors import ValidationError
 
@@ -119,6 +123,8 @@ def _parse_issue(raw: Any, source: str, i: int) -> Issue:
                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rng),
                  source, f"{where}.range", f"must be [lo, hi] numbers, got {rng!r}")
         lo, hi = float(rng[0]), float(rng[1])
+        _require(math.isfinite(lo) and math.isfinite(hi), source, f"{where}.range",
+                 f"needs finite numbers, got {rng!r}")
         _require(lo < hi, source, f"{where}.range", f"needs lo < hi, got {rng!r}")
         pref = raw.get("seller_prefers")
         _require(pref in ("high", "low"), source, f"{where}.seller_prefers",
@@ -158,9 +164,9 @@ def parse_domain(data: Any, source: str = "<domain>") -> Domain:
     issues = tuple(_parse_issue(r, source, i) for i, r in enumerate(raw_issues))
     _require(MIN_ISSUES <= len(issues) <= MAX_ISSUES, source, "issues",
              f"needs {MIN_ISSUES}-{MAX_ISSUES} issues, got {len(issues)}")
-    names = [i.name for i in issues]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    _require(not dupes, source, "issues", f"duplicate issue names {dupes}")
+    names = [i.name.lower() for i in issues]
+    dupes = sorted({i.name for i in issues if names.count(i.name.lower()) > 1})
+    _require(not dupes, source, "issues", f"duplicate issue names {dupes} (names are matched ignoring case)")
     n_cont = sum(i.kind == "continuous" for i in issues)
     _require(MIN_CONTINUOUS <= n_cont <= MAX_CONTINUOUS, source, "issues",
              f"needs {MIN_CONTINUOUS}-{MAX_CONTINUOUS} continuous (distributive) issues, got {n_cont}")
@@ -170,12 +176,10 @@ def parse_domain(data: Any, source: str = "<domain>") -> Domain:
 
 def load_domain(path: str | Path) -> Domain:
     """Load and validate one domain file; errors name the file, the field and what is allowed."""
+    from negolib.params import load_yaml  # the strict loader: a key given twice is an error
+
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
-    domain = parse_domain(data, str(path))
+    domain = parse_domain(load_yaml(path), str(path))
     _require(domain.name == path.stem, str(path), "name",
              f"must match the file name '{path.stem}', got '{domain.name}'")
     return domain
