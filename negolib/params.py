@@ -611,6 +611,14 @@ def _cross_check(p: Params) -> None:
             if arm is not None and arm not in p.arms:
                 raise ValidationError(src, f"design.sizes[{i}].{role}", f"unknown arm {arm!r}; "
                                       f"allowed: {sorted(p.arms)}")
+    for model, price in p.prices.items():
+        from negolib.cost import Price as CostPrice  # the cost table's own check
+
+        for key, args in (("input", (price.input, 0.0)), ("output", (0.0, price.output))):
+            try:
+                CostPrice(*args)
+            except ValueError as exc:
+                raise ValidationError(src, f"prices.{model}.{key}", str(exc).partition(" ")[2]) from None
     _unique(p.design.frontier, src, "design.frontier")
     for arm in p.design.frontier:
         if arm not in p.arms:
@@ -656,9 +664,26 @@ def _check_training(p: Params) -> None:
         import negolib.training.config  # noqa: F401
     except ImportError:  # the training package is optional at load time
         return
+    configs = {run: train_config(p, run) for run in p.training.runs}
     for run in p.training.runs:
-        train_config(p, run)
         warmup_config(p, run)
+
+    def saved(run: str, step: int, where: str) -> None:
+        """``step`` must be a checkpoint run ``run`` writes (every ``save_every`` steps and the last)."""
+        c = configs[run]
+        every = c.save_every or c.max_steps
+        if step > c.max_steps or (step % every and step != c.max_steps):
+            raise ValidationError(p.source, where, f"run {run!r} saves checkpoints every {every} steps up to "
+                                  f"max_steps {c.max_steps}; step {step} is never written")
+
+    for rname, r in p.training.runs.items():
+        parent, at, step = r.init.partition("@")
+        if at:
+            saved(parent, int(step), f"training.runs.{rname}.init")
+    for section in ("arms", "buyers"):
+        for name, spec in getattr(p, section).items():
+            if spec.backend == "trained" and spec.step:
+                saved(spec.run or "", spec.step, f"{section}.{name}.step")
 
 
 def _domain_names() -> set[str]:

@@ -426,3 +426,27 @@ def test_paper_reported_has_no_duplicate_keys():
     from negolib.params import load_yaml
 
     assert "arms" in load_yaml(ROOT / "params" / "paper_reported.yaml")
+
+
+def test_trained_step_must_be_a_checkpoint_the_run_writes(tmp_path):
+    data = _smoke_data()  # tiny_grpo: max_steps 2, save_every 1
+    data["arms"]["tiny_grpo"]["step"] = 3
+    _expect(tmp_path, data, "arms.tiny_grpo.step", "step 3 is never written")
+    data = _smoke_data()
+    data["training"]["runs"]["tiny_grpo"]["config"].update(max_steps=5, save_every=2)
+    data["arms"]["tiny_grpo"]["step"] = 3
+    _expect(tmp_path, data, "arms.tiny_grpo.step", "every 2 steps")
+    for ok in (2, 4, 5):
+        data["arms"]["tiny_grpo"]["step"] = ok
+        assert load_params(_write(tmp_path, data)).arms["tiny_grpo"].step == ok
+    data = _smoke_data()
+    data["training"]["runs"]["cont"] = {**copy.deepcopy(data["training"]["runs"]["tiny_grpo"]), "init": "tiny_grpo@9"}
+    _expect(tmp_path, data, "training.runs.cont.init", "step 9 is never written")
+
+
+def test_prices_use_the_cost_tables_check(tmp_path):
+    data = _smoke_data()
+    data["prices"] = {"m": {"input": -1.0, "output": 2.0}}
+    _expect(tmp_path, data, "prices.m.input", "finite number >= 0")
+    data["prices"] = {"m": {"input": 1.0, "output": float("inf")}}
+    _expect(tmp_path, data, "prices.m.output", "finite number >= 0")
