@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import yaml
+
+from negolib.params import load_yaml
 
 if TYPE_CHECKING:
     from negolib.params import Params, SizeGroup
@@ -72,9 +73,9 @@ class PaperReported:
 
 
 def load_paper_reported(path: str | Path) -> PaperReported:
-    """Load the paper's numbers (a plain YAML mapping)."""
+    """Load the paper's numbers (a plain YAML mapping; a key given twice is an error naming it)."""
     path = Path(path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path)
     if not isinstance(data, dict) or "arms" not in data:
         raise ValueError(f"{path}: not a paper_reported file (needs an 'arms' mapping)")
     return PaperReported(data, path)

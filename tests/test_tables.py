@@ -158,3 +158,13 @@ def test_figure3_draws_when_a_base_seller_never_closes(setup):
     fig = figure3(p, est, con, paper)
     fig.canvas.draw()
     assert len(fig.axes) == 3
+
+
+def test_paper_reported_with_a_key_given_twice_is_refused(tmp_path):
+    from negolib.errors import ValidationError
+    from negolib.tables import load_paper_reported
+
+    path = tmp_path / "paper_reported.yaml"
+    path.write_text("arms:\n  base: {score: 0.1}\n  base: {score: 0.9}\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"paper_reported\.yaml.*arms\.base.*given twice"):
+        load_paper_reported(path)
