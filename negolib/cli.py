@@ -4,8 +4,10 @@ Commands:
 
 * ``domains``: list the shipped domains and their issues;
 * ``evaluate``: play chosen sellers against chosen buyers over a scenario set, write transcripts
-  (resumable) and print the per-arm summary;
-* ``summary``: the per-arm summary of a transcript file;
+  (resumable: a re-run with other settings refuses and says what differs; a second run on the
+  same file at once refuses) and print the per-arm summary;
+* ``summary``: the per-arm summary of a transcript file (validated; one protocol per file, or
+  checked against ``--protocol``);
 * ``book run``: execute the book's notebooks with papermill on a params profile;
 * ``book handout``: course copies of the notebooks with the exercise solutions stripped;
 * ``train``: a GRPO training run from a params profile.
@@ -17,6 +19,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+
+from negolib.errors import NegolibError
 
 SUMMARY_METRICS = ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate")
 
@@ -62,15 +66,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from negolib.env import EnvConfig
     from negolib.rollout import make_specs, run_episodes
     from negolib.scenarios import eval_seeds, scenario_set
-    from negolib.transcripts import TranscriptStore
+    from negolib.transcripts import RunSettings, TranscriptStore, episode_settings
 
     sellers, buyers = _csv(args.sellers), _csv(args.buyers)
     agents = {n: make_scripted(n, seed=args.agent_seed) for n in {*sellers, *buyers}}
     scenarios = scenario_set(eval_seeds(args.seeds), _csv(args.domains) if args.domains else None)
     config = EnvConfig(max_rounds=args.max_rounds, first_mover=args.first_mover)
     specs = [sp for s in sellers for sp in make_specs(s, s, buyers, scenarios, config)]
-    store = TranscriptStore(args.out)
-    res = run_episodes(specs, agents, store, progress=not args.no_progress)
+    settings = RunSettings({(s, b): episode_settings(config, agents[s].settings(), agents[b].settings(),
+                                                     agent_seed=args.agent_seed)
+                            for s in sellers for b in buyers})
+    store = TranscriptStore(args.out, settings)
+    with store.run_lock():
+        res = run_episodes(specs, agents, store, progress=not args.no_progress)
     print(f"{len(res.records)} episodes played, {res.skipped} already complete in {args.out}"
           + (f", {len(res.errors)} error rows (re-run to complete them)" if res.errors else ""))
     df = store.to_dataframe()
@@ -85,7 +93,21 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if not store.path.exists():
         print(f"error: no transcript file at {args.path}", file=sys.stderr)
         return 2
-    _print_summary(store.to_dataframe())
+    if store.path.is_file() and store.path.stat().st_size == 0:
+        print(f"error: {args.path}: empty file (no records)", file=sys.stderr)
+        return 2
+    if args.protocol:
+        from negolib.evaluation import DeviationLog, evaluation_frame, load_protocol, protocol_hash
+
+        protocol = load_protocol(args.protocol)
+        df = evaluation_frame(store.records(mixed_protocols=True), protocol_hash(protocol),
+                              DeviationLog.for_protocol(args.protocol))
+    else:
+        df = store.to_dataframe()
+    if df.empty:
+        print(f"error: {args.path}: no complete episodes", file=sys.stderr)
+        return 2
+    _print_summary(df)
     return 0
 
 
@@ -151,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summary", help="per-arm summary of a transcript file")
     p.add_argument("path")
+    p.add_argument("--protocol", default=None,
+                   help="frozen protocol file: every record must carry its hash (or an arm named by a "
+                        "deviation in its log); default: the file must hold records of one protocol")
     p.set_defaults(fn=cmd_summary)
 
     book = sub.add_parser("book", help="execute the book").add_subparsers(dest="book_command", required=True)
@@ -181,10 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (NegolibError, ValueError, KeyError, OSError) as exc:
         if os.environ.get("NEGOLIB_DEBUG"):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"error: {text}", file=sys.stderr)
         return 2
 
 

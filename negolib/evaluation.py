@@ -48,7 +48,7 @@ from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get
 from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
 from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
 from negolib.stats import ClusterResampler, RatioStat, cluster_sums, resample_stats, summarize
-from negolib.transcripts import TranscriptStore, episodes_frame
+from negolib.transcripts import RunSettings, TranscriptStore, episode_settings, episodes_frame, validate_record
 
 HASH_FIELD = "protocol_hash"
 BACKENDS: tuple[str, ...] = ("scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening",
@@ -649,8 +649,12 @@ def check_protocol_hashes(records: Iterable[Mapping[str, Any]], expected: str,
 
 def evaluation_frame(records: Sequence[Mapping[str, Any]], expected: str,
                      deviations: DeviationLog | None = None) -> pd.DataFrame:
-    """The episode table of checked records, with each record's ``protocol_hash`` column and
+    """The episode table of checked records (each validated, see
+    :func:`negolib.transcripts.validate_record`; every hash must be ``expected`` unless a logged
+    deviation names the arm), with each record's ``protocol_hash`` column and
     ``attrs['protocol_hash'] = expected``."""
+    for i, rec in enumerate(records):
+        validate_record(rec, f"records[{i}]")
     check_protocol_hashes(records, expected, deviations)
     df = episodes_frame(records)  # type: ignore[arg-type]
     df[HASH_FIELD] = [r.get(HASH_FIELD) for r in records]
@@ -659,14 +663,39 @@ def evaluation_frame(records: Sequence[Mapping[str, Any]], expected: str,
 
 
 class _StampingStore(TranscriptStore):
-    """A transcript store that stamps the protocol hash on every record it appends."""
+    """A transcript store that stamps the protocol hash (when there is one) on every record it
+    appends, and checks the run's settings on resume."""
 
-    def __init__(self, path: str | Path, hash_: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str | Path, hash_: str | None, settings: RunSettings | None = None) -> None:
+        super().__init__(path, settings)
         self.hash = hash_
 
     def append(self, records: Iterable[dict[str, Any]]) -> int:
-        return super().append(stamp(list(records), self.hash))
+        recs = list(records)
+        return super().append(stamp(recs, self.hash) if self.hash is not None else recs)
+
+
+def arm_settings(protocol: Protocol, arm: ArmSpec, buyer: str, hash_: str) -> dict[str, Any]:
+    """What shapes an arm's episodes against ``buyer`` (checked when a run resumes): the evaluation
+    environment, the seller spec with its sampling and scaffold, the buyer spec, the protocol hash."""
+    seller = {"spec": _plain(arm.seller), "sampling": _plain(arm.sampling), "scaffold": arm.scaffold}
+    return episode_settings(protocol.env_config(arm), seller, _plain(protocol.buyers[buyer]), protocol_hash=hash_)
+
+
+def run_settings(protocol: Protocol, arms: Sequence[ArmSpec], hash_: str,
+                 deviations: DeviationLog | None = None) -> RunSettings:
+    """The :class:`~negolib.transcripts.RunSettings` of ``arms`` x the protocol's buyers; an arm
+    named by a logged deviation may resume records stamped with another protocol hash (the rest of
+    its settings must still match)."""
+    cells = {(a.name, b): arm_settings(protocol, a, b, hash_) for a in arms for b in protocol.buyers}
+    covered = {a.name for a in arms if deviations is not None and deviations.covers(a.name)}
+    return RunSettings(cells, {a: frozenset({"protocol_hash"}) for a in covered})
+
+
+def _spec_settings(specs: Sequence[EpisodeSpec]) -> RunSettings:
+    """Settings of a bare spec list: the environment config and the agent names of each cell."""
+    return RunSettings({(s.arm, s.buyer): episode_settings(s.config, {"agent": s.seller}, {"agent": s.buyer})
+                        for s in specs})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -788,8 +817,17 @@ def pilot_gate(target: Protocol | Sequence[EpisodeSpec], agents: Mapping[str, Ag
     hash_ = protocol_hash(target) if isinstance(target, Protocol) else None
     specs = build_specs(target, arms) if isinstance(target, Protocol) else list(target)
     chosen = _pilot_specs(specs, n_episodes_per_cell)
-    run_store = _StampingStore(store.path, hash_) if store is not None and hash_ else store
-    res = run_episodes(chosen, agents, run_store, progress=progress)
+    if store is None:
+        res = run_episodes(chosen, agents, None, progress=progress)
+    else:
+        if isinstance(target, Protocol):
+            names = arms if arms is not None else target.arm_names
+            settings = run_settings(target, [target.arm(a) for a in names], protocol_hash(target))
+        else:
+            settings = _spec_settings(chosen)
+        run_store = _StampingStore(store.path, hash_, settings)
+        with run_store.run_lock():
+            res = run_episodes(chosen, agents, run_store, progress=progress)
     by_cell: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for s in chosen:
         by_cell.setdefault((s.arm, s.buyer), [])
@@ -811,10 +849,13 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
                   max_batch: int | None = None, flush_every: int = 64) -> RolloutResult:
     """Play every arm's paired specs into ``store`` (resumable), stamping the protocol hash.
 
-    Keys already complete in ``store`` are skipped, so a second call plays nothing new. Arms not
+    Keys already complete in ``store`` are skipped, so a second call plays nothing new; complete
+    records of these arms played under other settings (environment, agent specs, sampling, protocol
+    hash: :func:`arm_settings`) raise :class:`~negolib.transcripts.SettingsMismatchError`. Arms not
     in the protocol (``extra_arms``) run only when a logged deviation names them [App. K], and
     records of another protocol already in the store for these arms raise
-    :class:`ProtocolError` unless a deviation names the arm. Sampling drift warns at start.
+    :class:`ProtocolError` unless a deviation names the arm. The run holds the store's run lock
+    from start to end (a second run on the same file refuses). Sampling drift warns at start.
     """
     h = protocol_hash(protocol)
     for arm in extra_arms:
@@ -824,13 +865,16 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
             raise ProtocolError(f"arm {arm.name!r} is not in the frozen protocol ({short_hash(h)}); log a "
                                 "deviation naming it before it runs")
     path = store.path if isinstance(store, TranscriptStore) else Path(store)
-    stamped = _StampingStore(path, h)
-    names = set(arms if arms is not None else protocol.arm_names) | {a.name for a in extra_arms}
-    check_protocol_hashes([r for r in stamped.records() if r["arm"] in names], h, deviations)
-    check_sampling(protocol, agents, arms, extra_arms=extra_arms)
-    specs = build_specs(protocol, arms, extra_arms)
-    res = run_episodes(specs, agents, stamped, progress=progress, flush_every=flush_every,
-                       max_batch=max_batch)
+    chosen = [protocol.arm(a) for a in (arms if arms is not None else protocol.arm_names)] + list(extra_arms)
+    stamped = _StampingStore(path, h, run_settings(protocol, chosen, h, deviations))
+    names = {a.name for a in chosen}
+    with stamped.run_lock():
+        check_protocol_hashes([r for r in stamped.records(mixed_protocols=True) if r["arm"] in names], h,
+                              deviations)
+        check_sampling(protocol, agents, arms, extra_arms=extra_arms)
+        specs = build_specs(protocol, arms, extra_arms)
+        res = run_episodes(specs, agents, stamped, progress=progress, flush_every=flush_every,
+                           max_batch=max_batch)
     stamp(res.records, h)
     return res
 
@@ -888,5 +932,6 @@ def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
 __all__ = ["ArmSpec", "SeedBlock", "Protocol", "ProtocolError", "Deviation", "DeviationLog", "PilotLog",
            "PilotResult", "protocol_to_dict", "protocol_from_dict", "protocol_from_params", "canonical_json",
            "protocol_hash", "short_hash", "load_protocol", "freeze", "stamp", "check_protocol_hashes",
-           "evaluation_frame", "build_specs", "check_sampling", "pilot_gate", "evaluate_arms",
+           "evaluation_frame", "build_specs", "check_sampling", "pilot_gate", "evaluate_arms", "arm_settings",
+           "run_settings",
            "arm_metrics_table", "HASH_FIELD"]

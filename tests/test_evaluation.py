@@ -366,3 +366,72 @@ def test_protocol_from_params_builds_a_valid_protocol():
 def test_load_missing_file_names_it(tmp_path):
     with pytest.raises(ValidationError, match="does not exist"):
         load_protocol(Path(tmp_path) / "nope.yaml")
+
+
+# -- resume checks, run lock, checked analysis -----------------------------------------------------
+
+def test_a_deviation_never_reuses_episodes_played_under_other_settings(tmp_path):
+    from negolib.transcripts import SettingsMismatchError
+
+    store = TranscriptStore(tmp_path / "t.jsonl")
+    evaluate_arms(make_protocol(), scripted_agents(), store, progress=False)
+    assert all(r["settings"]["protocol_hash"] == r["protocol_hash"] for r in store.records())
+    shorter = make_protocol(max_rounds=2)
+    devs = DeviationLog(tmp_path / "dev.jsonl")
+    devs.log_deviation(["fixed", "boulware"], "rounds cut to 2", True)
+    before = store.path.read_bytes()
+    with pytest.raises(SettingsMismatchError) as err:
+        evaluate_arms(shorter, scripted_agents(), store, progress=False, deviations=devs)
+    msg = str(err.value)
+    assert "16 complete episode(s)" in msg and "config.max_rounds: 12 in the file, 2 in this run" in msg
+    assert "protocol_hash" not in msg  # excused by the logged deviation; the rounds are not
+    assert store.path.read_bytes() == before
+
+
+def test_a_changed_buyer_spec_is_not_resumed(tmp_path):
+    from negolib.transcripts import SettingsMismatchError
+
+    store = TranscriptStore(tmp_path / "t.jsonl")
+    p = make_protocol()
+    evaluate_arms(p, scripted_agents(), store, progress=False)
+    q = make_protocol(buyers={**p.buyers, "con": {**SCRIPTED, "strategy": "conceder", "params": {"e": 3.0}}})
+    devs = DeviationLog(tmp_path / "dev.jsonl")
+    devs.log_deviation(["fixed", "boulware"], "buyer con made softer", True)
+    with pytest.raises(SettingsMismatchError, match=r"buyer.params.e: \(absent\) in the file, 3.0 in this run"):
+        evaluate_arms(q, scripted_agents(), store, progress=False, deviations=devs)
+
+
+def test_evaluate_arms_refuses_while_another_run_holds_the_file(tmp_path):
+    from negolib.transcripts import RunLockedError
+
+    path = tmp_path / "t.jsonl"
+    with TranscriptStore(path).run_lock():
+        with pytest.raises(RunLockedError, match="another run is writing"):
+            evaluate_arms(make_protocol(), scripted_agents(), path, progress=False)
+        with pytest.raises(RunLockedError):
+            pilot_gate(make_protocol(), scripted_agents(), 1, store=TranscriptStore(path))
+    assert not path.exists()
+    res = pilot_gate(make_protocol(), scripted_agents(), 1, store=TranscriptStore(path))
+    assert len(TranscriptStore(path).records()) == len(res.records) == 4
+
+
+def test_analysis_refuses_forged_or_foreign_records(tmp_path):
+    from negolib.transcripts import TranscriptError
+
+    p = make_protocol()
+    store = TranscriptStore(tmp_path / "t.jsonl")
+    evaluate_arms(p, scripted_agents(), store, progress=False)
+    recs = store.records()
+    foreign = [dict(recs[0], protocol_hash="f" * 64)] + recs[1:]
+    with pytest.raises(ProtocolError, match="another protocol"):
+        evaluation_frame(foreign, protocol_hash(p))
+    deal = next(i for i, r in enumerate(recs) if r["status"] == "deal")
+    forged = json.loads(json.dumps(recs))
+    forged[deal]["outcome"].update(seller_utility=5.0, score=5.0)
+    with pytest.raises(TranscriptError, match=rf"records\[{deal}\]: field 'outcome.seller_utility'"):
+        evaluation_frame(forged, protocol_hash(p))
+    # the store refuses a file that mixes protocols (the book's episode table reads through it)
+    with store.path.open("a") as fh:
+        fh.write(json.dumps({**recs[0], "arm": "fixed_copy", "protocol_hash": "f" * 64}) + "\n")
+    with pytest.raises(TranscriptError, match="one analysis never mixes protocols"):
+        store.to_dataframe()

@@ -1,16 +1,50 @@
 """Training logs: per-step rows (``train_log``/``validation_log``, JSONL appended and fsynced, CSV
-rewritten atomically) and the training transcripts, pruned to the resumed step before a resume."""
+rewritten atomically) and the training transcripts, pruned to the resumed step before a resume.
+
+Both JSONL files behave like the transcript store: an append takes an exclusive ``flock``, first
+truncates a torn last line left by a crash (so a new row is never glued onto it), then writes whole
+lines and fsyncs; readers skip a torn last line with a warning, and any other bad line is a
+:class:`~negolib.transcripts.TranscriptError` naming the file and line.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from negolib.files import atomic_write_text
+from negolib.transcripts import TranscriptError, TranscriptStore, drop_partial_tail
+
+
+def _read_rows(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """(rows, whether a torn last line was skipped) of a run-log JSONL file."""
+    if not path.is_file():
+        return [], False
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = lines.pop() != b""  # the piece after the last newline: empty unless a write was torn
+    if torn:
+        warnings.warn(f"{path}:{len(lines) + 1}: ignoring a partial last line", stacklevel=3)
+    out = []
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(path, lineno, f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+        except ValueError as exc:
+            raise TranscriptError(path, lineno, f"corrupt row: {exc}") from None
+        if not isinstance(row, dict):
+            raise TranscriptError(path, lineno, f"a row must be a JSON object, got {type(row).__name__}")
+        if type(row.get("step")) is not int:
+            raise TranscriptError(path, lineno, f"field 'step': must be an integer, got {row.get('step')!r}")
+        out.append(row)
+    return out, torn
 
 
 class RunLog:
@@ -22,33 +56,39 @@ class RunLog:
         self.csv = Path(directory) / f"{stem}.csv"
 
     def rows(self) -> list[dict[str, Any]]:
-        if not self.jsonl.is_file():
-            return []
-        out = []
-        for line in self.jsonl.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a torn last line from a crash
-                continue
-        return out
+        """Every whole row in file order (a torn last line is skipped with a warning)."""
+        return _read_rows(self.jsonl)[0]
 
     def steps(self) -> set[int]:
         return {int(r["step"]) for r in self.rows()}
 
     def append(self, row: Mapping[str, Any]) -> None:
+        """Append one row (non-finite floats become null) under a lock, after dropping a torn tail."""
+        if type(row.get("step")) is not int:
+            raise ValueError(f"{self.jsonl}: a row needs an integer 'step', got {row.get('step')!r}")
         self.jsonl.parent.mkdir(parents=True, exist_ok=True)
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-        with open(self.jsonl, "a") as fh:
-            fh.write(json.dumps(clean, allow_nan=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        data = (json.dumps(clean, allow_nan=False) + "\n").encode("utf-8")
+        fd = os.open(self.jsonl, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            drop_partial_tail(fd)
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
         self._write_csv()
 
     def truncate_after(self, step: int) -> None:
-        """Drop rows of steps after ``step`` (they will be redone after a resume)."""
-        rows = self.rows()
+        """Drop rows of steps after ``step`` (they will be redone after a resume) and a torn last line."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the torn line is dropped right here
+            rows, torn = _read_rows(self.jsonl)
         keep = [r for r in rows if int(r["step"]) <= step]
-        if len(keep) != len(rows):
+        if len(keep) != len(rows) or torn:
             atomic_write_text(self.jsonl, "".join(json.dumps(r) + "\n" for r in keep))
             self._write_csv()
 
@@ -61,23 +101,19 @@ class RunLog:
 
 
 def prune_transcripts(path: Path, max_step: int) -> None:
-    """Drop training transcript rows of steps after ``max_step`` (before a resume redoes them)."""
+    """Drop training transcript rows of steps after ``max_step`` (before a resume redoes them) and a
+    torn last line; every other line is validated (:func:`negolib.transcripts.validate_record`)."""
     if not path.is_file():
         return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if int(rec.get("step", 0)) <= max_step:
-            keep.append(line + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the torn line is dropped right here
+        keep = [json.dumps(rec, allow_nan=False, separators=(",", ":")) + "\n"
+                for _, rec in TranscriptStore(path).iter_lines() if rec.get("step", 0) <= max_step]
     atomic_write_text(path, "".join(keep))
 
 
 def append_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
-    from negolib.transcripts import TranscriptStore
-
+    """Append training transcript records (validated; a torn last line is dropped first)."""
     TranscriptStore(path).append(records)
 
 
