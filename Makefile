@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_pareto.py
 	$(BIN)/python benchmarks/bench_rollout.py
+	$(BIN)/python benchmarks/bench_transcripts.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
