@@ -109,7 +109,8 @@ def _show(value: Any) -> str:
 
 
 def _is_num(v: Any) -> bool:
-    return (type(v) is float and math.isfinite(v)) or type(v) is int
+    """A finite number (a float subclass such as numpy's counts; a bool does not)."""
+    return (isinstance(v, float) and math.isfinite(v)) or type(v) is int
 
 
 _TOP_TYPES: tuple[tuple[str, type, str], ...] = (
@@ -163,7 +164,7 @@ def _check_turns(turns: list[Any]) -> None:
                 and type(t["raw"]) is str and type(t["prose"]) is str
                 and (t["action"] is None or type(t["action"]) is dict) and type(t["ledger"]) is dict
                 and (t["parse_error"] is None or type(t["parse_error"]) is str)
-                and (type(t["latency_s"]) is float or type(t["latency_s"]) is int)
+                and (isinstance(t["latency_s"], float) or type(t["latency_s"]) is int)
                 and type(t["invalid_terms"]) is list and type(t["off_schema_terms"]) is list
                 and type(t["input_tokens"]) is int and type(t["output_tokens"]) is int
                 and type(t.get("invalid_accept", False)) is bool):
@@ -569,8 +570,6 @@ def drop_partial_tail(fd: int) -> None:
         pos = start
     os.ftruncate(fd, 0)
 
-
-_drop_partial_tail = drop_partial_tail  # the old private name
 
 
 def episodes_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
