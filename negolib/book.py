@@ -129,15 +129,11 @@ class Book:
         self.saved.append(path)
 
     def episodes(self, include_errors: bool = False, beyond: bool = False) -> Any:
-        """The episode table of the evaluation transcripts (empty frame when none exist yet)."""
-        import pandas as pd
+        """The episode table of the evaluation transcripts (empty frame when none exist yet); every
+        record validated and checked against the frozen protocol (see :meth:`records`)."""
+        from negolib.transcripts import episodes_frame
 
-        from negolib.transcripts import TranscriptStore
-
-        path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
-        if not path.exists():
-            return pd.DataFrame()
-        return TranscriptStore(path).to_dataframe(include_errors)
+        return episodes_frame(self.records(beyond, include_errors))
 
     def training_dir(self, run: str, seed: int | None = None) -> Path:
         """Output folder of one training run (and seed)."""
@@ -149,10 +145,12 @@ class Book:
         """The per-step ``train`` or ``validation`` log of a run as a DataFrame (empty if none yet)."""
         import pandas as pd
 
-        path = self.training_dir(run, seed) / f"{which}_log.jsonl"
-        if not path.exists() or path.stat().st_size == 0:
+        from negolib.training.runlog import RunLog
+
+        rows = RunLog(self.training_dir(run, seed), f"{which}_log").rows()  # a torn last line is skipped
+        if not rows:
             return pd.DataFrame()
-        df = pd.read_json(path, lines=True)
+        df = pd.DataFrame(rows)
         if "learning_rate" in df and "lr" not in df:
             df["lr"] = df["learning_rate"]
         return df
@@ -228,12 +226,25 @@ class Book:
         unpriced = sorted({m for m in self.api_models().values() if m not in table})
         return {**table, **{m: Price(0.0, 0.0) for m in unpriced}}, unpriced
 
-    def records(self, beyond: bool = False) -> list[dict[str, Any]]:
-        """The complete transcript records (for turn-level diagnostics and figures)."""
+    def records(self, beyond: bool = False, include_errors: bool = False) -> list[dict[str, Any]]:
+        """The complete transcript records (for turn-level diagnostics and figures), validated on read.
+
+        When the frozen protocol exists, every record must carry its hash unless a logged deviation
+        names the record's arm (:func:`negolib.evaluation.check_protocol_hashes`); before it exists,
+        one file may not mix protocols (:meth:`negolib.transcripts.TranscriptStore.records`)."""
+        from negolib.evaluation import DeviationLog, check_protocol_hashes, load_protocol, protocol_hash
         from negolib.transcripts import TranscriptStore
 
         path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
-        return TranscriptStore(path).records() if path.exists() else []
+        if not path.exists():
+            return []
+        protocol_file = self.paths.evaluation / "protocol.yaml"
+        if not protocol_file.is_file():
+            return TranscriptStore(path).records(include_errors)
+        recs = TranscriptStore(path).records(include_errors, mixed_protocols=True)
+        check_protocol_hashes(recs, protocol_hash(load_protocol(protocol_file)),
+                              DeviationLog.for_protocol(protocol_file))
+        return recs
 
 
 @contextlib.contextmanager

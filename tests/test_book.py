@@ -165,3 +165,38 @@ def test_api_arm_through_the_book_never_leaks_its_key(tmp_path, monkeypatch):
     for path in out.rglob("*"):
         if path.is_file():
             assert sentinel not in path.read_text(errors="ignore"), f"key leaked into {path}"
+
+
+def test_book_refuses_records_of_another_protocol(tmp_path):
+    """Notebook 05 reads through the book: records stamped with another protocol's hash are refused
+    once the frozen protocol exists (not only by the evaluation runner)."""
+    import dataclasses
+
+    from negolib.agents.factory import build_agents
+    from negolib.evaluation import ProtocolError, evaluate_arms, freeze, protocol_from_params
+
+    b = open_book(SMOKE, tmp_path / "o")
+    proto = protocol_from_params(b.params, arms=["boulware"])
+    proto = dataclasses.replace(proto, arms=(dataclasses.replace(proto.arms[0], n_seeds=1, domains=("car",)),),
+                                primary=())
+    agents = build_agents(b.params, ["boulware", *proto.buyers])
+    evaluate_arms(proto, agents, b.paths.transcripts)
+    protocol_file = b.paths.evaluation / "protocol.yaml"
+    freeze(dataclasses.replace(proto, bootstrap_seed=proto.bootstrap_seed + 1), protocol_file)
+    with pytest.raises(ProtocolError, match="another protocol"):
+        b.episodes()
+    with pytest.raises(ProtocolError):
+        b.records()
+    freeze(proto, protocol_file, overwrite=True)
+    assert len(b.episodes()) == len(b.records()) == len(proto.buyers)
+
+
+def test_training_log_skips_a_torn_last_line(tmp_path):
+    b = open_book(SMOKE, tmp_path / "o")
+    run = next(iter(b.params.training.runs))
+    d = b.training_dir(run)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "train_log.jsonl").write_text('{"step": 1, "reward": 0.1}\n{"step": 2, "rew', encoding="utf-8")
+    with pytest.warns(UserWarning, match="partial last line"):
+        log = b.training_log(run)
+    assert list(log["step"]) == [1]
