@@ -45,6 +45,7 @@ from negolib.env import EnvConfig
 from negolib.errors import NegolibError, ValidationError
 from negolib.files import atomic_write_text
 from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
+from negolib.params import load_yaml
 from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
 from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
 from negolib.stats import ClusterResampler, RatioStat, cluster_sums, resample_stats, summarize
@@ -425,10 +426,7 @@ def load_protocol(path: str | Path) -> Protocol:
     if not path.exists():
         raise ValidationError(str(path), "<file>", "does not exist")
     text = path.read_text(encoding="utf-8")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
+    data = load_yaml(path)  # strict: a key given twice is an error naming it and its lines
     p = protocol_from_dict(data, str(path))
     m = _HASH_LINE.search(text)
     if m and m.group(1) != protocol_hash(p):
@@ -476,8 +474,8 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
     """A protocol from a validated params profile (:mod:`negolib.params`).
 
     Arms default to ``params.eval_arms()``; language-model arms get the profile's declared subset
-    (``evaluation.lm_seeds_per_domain`` / ``lm_domains``); the held-out domain is the one flagged
-    ``held_out`` among the evaluated domains.
+    (``evaluation.lm_seeds_per_domain`` / ``lm_domains``); the held-out domain is the one
+    ``evaluation.held_out_domain`` names, else the one flagged ``held_out`` among the evaluated domains.
     """
     from negolib.domains import load_domains
     from negolib.params import spec_dict, to_dict
@@ -485,7 +483,8 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
     ev, st = params.evaluation, params.statistics
     doms = load_domains()
     domains = tuple(ev.domains) if ev.domains else tuple(doms)
-    held = [d for d in domains if doms[d].held_out]
+    named = getattr(ev, "held_out_domain", None)  # the profile names it when two are flagged
+    held = [named] if named else [d for d in domains if doms[d].held_out]
     out_arms = []
     for a in arms if arms is not None else params.eval_arms():
         spec = params.arms[a]

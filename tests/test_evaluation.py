@@ -141,6 +141,16 @@ def test_freeze_is_idempotent_refuses_a_different_protocol_and_detects_edits(tmp
         load_protocol(path)
 
 
+def test_protocol_file_with_a_key_given_twice_is_refused(tmp_path):
+    path = tmp_path / "protocol.yaml"
+    freeze(make_protocol(), path)
+    text = path.read_text().replace("max_rounds: 12\n", "max_rounds: 12\nmax_rounds: 2\n")
+    assert text.count("max_rounds:") == 2
+    path.write_text(text)
+    with pytest.raises(ValidationError, match=r"protocol\.yaml.*max_rounds.*given twice"):
+        load_protocol(path)
+
+
 # -- validation ----------------------------------------------------------------------------------
 
 def _mutate(d: dict, fn) -> dict:

@@ -415,7 +415,14 @@ def test_two_held_out_domains_need_the_profile_to_name_one(two_held_out):
     data["evaluation"]["held_out_domain"] = "job_offer"
     _expect(two_held_out, data, "evaluation.held_out_domain", "not flagged held_out")
     data["evaluation"]["held_out_domain"] = "car"
-    assert load_params(_write(two_held_out, data)).evaluation.held_out_domain == "car"
+    named = load_params(_write(two_held_out, data))
+    assert named.evaluation.held_out_domain == "car"
+    from negolib.evaluation import protocol_from_params
+
+    data["evaluation"]["held_out_domain"] = "acquisition"  # the protocol holds out the named one
+    assert protocol_from_params(load_params(_write(two_held_out, data))).held_out_domain == "acquisition"
+    assert protocol_from_params(named).held_out_domain == "car"
+    data["evaluation"]["held_out_domain"] = "car"
     data = _smoke_data()
     data["evaluation"]["domains"] = ["acquisition", "job_offer"]  # only one held out among those evaluated
     data["evaluation"]["lm_domains"] = ["acquisition"]
