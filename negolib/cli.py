@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from negolib.errors import NegolibError
 
-SUMMARY_METRICS = ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate")
+SUMMARY_METRICS = ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate",
+                   "invalid_accept_rate")
 
 
 def _csv(text: str) -> list[str]:

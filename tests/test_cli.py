@@ -20,7 +20,8 @@ def test_evaluate_writes_transcripts_resumes_and_prints_summary(tmp_path, capsys
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "16 episodes played, 0 already complete" in text
-    for col in ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate"):
+    for col in ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate",
+                "invalid_accept_rate"):
         assert col in text
     assert len(TranscriptStore(out).records()) == 16
     assert main(args) == 0
