@@ -29,10 +29,16 @@ Shapes: ``G`` clusters (evaluation seeds), ``B`` resamples, ``T`` ratio terms of
   with the same seed, every contrast whose endpoint lies within 3 Monte Carlo SEs of 0.
 * Resamples whose ratio is undefined (a resampled denominator sums to 0) are counted in
   ``n_undefined`` and excluded; percentiles and p-values use the defined ones.
+* Minimum detectable effect (ours, a power calculation): the smallest true gain that a two-sided
+  level-``alpha`` test over ``G`` paired clusters detects with probability ``power``, treating
+  the contrast as a paired t statistic on ``G - 1`` degrees of freedom whose standard error is the
+  bootstrap distribution's standard deviation (:func:`minimum_detectable_effect`; it equals
+  statsmodels' ``TTestPower`` effect size times that SE times ``sqrt(G)``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -583,6 +589,45 @@ class ContrastDifference:
     interval: Interval
 
 
+def minimum_detectable_effect(se: float, n_clusters: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest |true gain| a two-sided level-``alpha`` paired test over ``n_clusters`` clusters
+    detects with probability ``power``, for a contrast whose standard error is ``se``.
+
+    Solves ``P(|T'| > t_{1-alpha/2, G-1}) = power`` for the noncentrality ``delta / se`` of a
+    noncentral t on ``G - 1`` degrees of freedom (the exact paired-t power, as statsmodels'
+    ``TTestPower``). NaN when ``se`` is not a positive finite number or ``G < 2``.
+    """
+    if not (se > 0 and math.isfinite(se)) or n_clusters < 2 or not 0 < alpha < 1 or not alpha < power < 1:
+        return float("nan")
+    return _noncentrality(int(n_clusters) - 1, float(alpha), float(power)) * se
+
+
+@functools.cache
+def _noncentrality(df: int, alpha: float, power: float) -> float:
+    """The noncentrality at which a two-sided level-``alpha`` t test on ``df`` degrees of freedom
+    has power ``power`` (a pure function of its arguments, memoised)."""
+    from scipy import optimize
+    from scipy.stats import nct, t
+
+    crit = t.ppf(1 - alpha / 2, df)
+
+    def gap(nc: float) -> float:  # the far tail underflows to NaN in scipy's nct at large nc: it is 0
+        return float(np.nan_to_num(nct.sf(crit, df, nc)) + np.nan_to_num(nct.cdf(-crit, df, nc))) - power
+
+    hi = crit + 4.0
+    while gap(hi) < 0:
+        hi += 4.0
+    return float(optimize.brentq(gap, 0.0, hi, xtol=1e-12))
+
+
+def contrast_se(c: Contrast) -> float:
+    """The standard deviation of a contrast's defined bootstrap draws (NaN without a distribution)."""
+    if c.distribution is None:
+        return float("nan")
+    d = c.distribution[np.isfinite(c.distribution)]
+    return float(d.std(ddof=1)) if d.size > 1 else float("nan")
+
+
 def contrast_difference(first: Contrast, second: Contrast, alpha: float = 0.05) -> ContrastDifference:
     """``first - second`` with a percentile interval from the two resampled distributions.
 
@@ -681,4 +726,5 @@ def _row(c: Contrast) -> dict:
             "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value, "p_count": c.p_count,
             "se_low": c.se_low, "se_high": c.se_high, "n_clusters": c.n_clusters,
             "n_episodes": c.n_episodes, "n_dropped": c.n_dropped, "n_resamples": c.n_resamples,
-            "n_undefined": c.n_undefined, "refined": c.refined}
+            "n_undefined": c.n_undefined, "refined": c.refined, "se": (se := contrast_se(c)),
+            "mde": minimum_detectable_effect(se, c.n_clusters, c.alpha)}

@@ -53,10 +53,17 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 # at 4.5B, 12B and 31B; p = 0.91 at 2.3B). The family is the profile's `statistics.primary`: where a
 # run has a format warm-up (the embedded default), its reference arm is the warm-up (the policy GRPO
 # started from), so the contrast measures what GRPO itself added; the raw base arm is still reported.
+#
+# `mde` is the **minimum detectable effect** (ours): the smallest true gain this many paired seed
+# clusters would detect with 80% power at the family's alpha, from the contrast's bootstrap standard
+# error `se` (an exact paired-t power calculation, `negolib.stats.minimum_detectable_effect`). A
+# contrast whose interval covers zero while its `mde` is larger than any plausible gain says "too few
+# episodes to tell", not "no gain".
 
 # %%
 prim = R.contrasts[R.contrasts["primary"]] if not R.contrasts.empty else pd.DataFrame()
-cols = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "mark", "n_clusters", "n_episodes"]
+cols = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "mark", "se", "mde", "n_clusters",
+        "n_episodes"]
 family = prim[cols].round(4).set_index(["arm_a", "arm_b"]) if len(prim) else pd.DataFrame()
 st = paper.get("statistics")
 paper_p = {"p at 2.3B / at 4.5B-31B": f"{st['primary_p_e2b']} / <= {st['primary_p_max_significant']:g}"}
@@ -65,7 +72,7 @@ display(B.save_table(simple_table("primary_family", title, family, paper_values=
 for r in prim.itertuples():
     verdict = "excludes zero after Holm" if r.significant else "does not exclude zero"
     print(f"{r.arm_a} − {r.arm_b}: {r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] over {r.n_clusters} seed "
-          f"clusters: the interval {verdict}")
+          f"clusters: the interval {verdict}; minimum detectable effect (80% power) {r.mde:.3f}")
 
 # %% [markdown]
 # ## Table 1: paired gains by size and learning rate

@@ -408,3 +408,31 @@ def test_contrast_difference_of_gains_equals_direct_contrast_on_shared_resamples
     assert diff.interval.ci_high == pytest.approx(direct.ci_high, abs=1e-12)
     with pytest.raises(ValueError, match="share one ClusterResampler"):
         contrast_difference(large, paired_contrast(df, "small", "base", "score", rs.with_resamples(500)))
+
+
+@pytest.mark.parametrize("n_clusters,alpha,power", [(5, 0.05, 0.8), (16, 0.05, 0.8), (64, 0.01, 0.9), (3, 0.1, 0.5)])
+def test_minimum_detectable_effect_matches_statsmodels_paired_t_power(n_clusters, alpha, power):
+    from statsmodels.stats.power import TTestPower
+
+    from negolib.stats import minimum_detectable_effect
+
+    sd = 0.37  # the per-cluster sd of paired differences; the contrast's SE is sd / sqrt(G)
+    se = sd / np.sqrt(n_clusters)
+    d = TTestPower().solve_power(effect_size=None, nobs=n_clusters, alpha=alpha, power=power,
+                                 alternative="two-sided")
+    assert minimum_detectable_effect(se, n_clusters, alpha, power) == pytest.approx(d * sd, rel=1e-6)
+
+
+def test_minimum_detectable_effect_edges_and_the_contrast_table_column():
+    from negolib.stats import contrast_se, minimum_detectable_effect
+
+    assert np.isnan(minimum_detectable_effect(0.0, 10)) and np.isnan(minimum_detectable_effect(0.1, 1))
+    assert minimum_detectable_effect(0.2, 10) == pytest.approx(2 * minimum_detectable_effect(0.1, 10))
+    assert minimum_detectable_effect(0.1, 100) < minimum_detectable_effect(0.1, 10)  # t -> z
+    df = synthetic_episodes(["a", "b"], effects=[0.1, 0.0], n_seeds=16, seed=0)
+    res = ClusterResampler.from_frame(df, 2000, seed=0)
+    c = paired_contrast(df, "a", "b", "score", res)
+    table = contrast_table(df, [("a", "b")], resampler=res, refine=False)
+    assert table.loc[0, "se"] == pytest.approx(contrast_se(c))
+    assert table.loc[0, "mde"] == pytest.approx(minimum_detectable_effect(contrast_se(c), c.n_clusters))
+    assert 2.0 * table.loc[0, "se"] < table.loc[0, "mde"] < 4.0 * table.loc[0, "se"]
