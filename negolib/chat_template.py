@@ -196,15 +196,22 @@ def special_token_texts(tokenizer: Any) -> list[str]:
 
 
 def strip_template_tags(text: str, tokenizer: Any | None = None, tags: TurnTags | None = None) -> str:
-    """``text`` without chat-template tags or special tokens (for counterpart-visible text)."""
-    if tags is not None:
-        for tag in (tags.user_open, tags.assistant_open, tags.user_close, tags.assistant_close):
-            if tag.text.strip():
-                text = text.replace(tag.text, "\n")
-    if tokenizer is not None:
-        for tok in special_token_texts(tokenizer):
+    """``text`` without chat-template tags or special tokens (for counterpart-visible text).
+
+    Repeated until nothing is left to remove, so a tag cannot be rebuilt from pieces around another
+    (``<|im_<|endoftext|>end|>``)."""
+    cut = [tag.text for tag in (tags.user_open, tags.assistant_open, tags.user_close, tags.assistant_close)
+           if tag.text.strip()] if tags is not None else []
+    specials = special_token_texts(tokenizer) if tokenizer is not None else []
+    while True:
+        before = text
+        for tag in cut:
+            text = text.replace(tag, "\n")
+        for tok in specials:
             text = text.replace(tok, "")
-    return TEMPLATE_TAG_RE.sub("", text).strip()
+        text = TEMPLATE_TAG_RE.sub("", text)
+        if text == before:
+            return text.strip()
 
 
 def decode_turn(tokenizer: Any, ids: Sequence[int], tags: TurnTags | None = None) -> str:

@@ -10,6 +10,15 @@ terms, the allowed keys) and *lenient* about surrounding text (code fences, pros
 an identical action repeated). Anything else is a bad parse: the prose still reaches the
 counterpart and the ledger is unchanged. Only parsed actions change the ledger, so prose that
 "announces" a different ledger (prompt injection) has no effect.
+
+Hostile output stays inside its own turn: a JSON object with a repeated key (``"action"`` twice) or a
+number too long for Python's int conversion is a bad parse, never "last key wins" or a crash; a
+number that is not a finite float (a 400-digit integer) is an invalid term, not an overflow. What
+the counterpart reads is cleaned: :func:`clean_prose` removes chat-template tags (to a fixed point,
+so a tag cannot be rebuilt from pieces), control, invisible, bidirectional-override and Unicode tag
+characters; :func:`display_text` turns a party-named off-schema name or value into a short quoted-
+safe single line (no brackets, bars, quotes or backticks), so it cannot pass for a ledger line or a
+template tag. ``notes`` are private: they stay in the transcript and never reach the counterpart.
 """
 
 from __future__ import annotations
@@ -27,17 +36,29 @@ ACTION_KEYS = frozenset({"action", "terms", "notes"})
 TERM_KEYS = frozenset({"name", "value"})
 MAX_TEXT_CHARS = 16_000
 MAX_TERMS = 64
-_DECODER = json.JSONDecoder()
+DISPLAY_CHARS = 40  # what one party names is shown to the other cut to this many characters
 _SCALARS = frozenset({str, int, float, bool})  # JSON decoding yields exactly these types
 
-# Chat-template tags of common model families; none may reach counterpart-visible text.
+# Chat-template tags and special tokens of common model families (those of every shipped model
+# included); none may reach counterpart-visible text.
 TEMPLATE_TAG_RE = re.compile(
     r"<\|[^<>|\n]{0,40}\|>"            # <|im_start|>, <|eot_id|>, <|endoftext|>
     r"|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>"  # Gemma 4 style <|turn>, <channel|>
-    r"|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<bos>|<eos>|<pad>"
+    r"|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<bos>|<eos>|<pad>|<unk>|<mask>"
+    r"|<(?:start|end)_of_image>|<image_soft_token>|<unused\d{1,5}>|\[multimodal\]"  # Gemma 3
+    r"|<(?:jupyter_(?:start|text|code|output|script)|issue_(?:start|comment|closed)|empty_output"
+    r"|repo_?name|file_?sep|filename|gh_stars|fim_(?:prefix|middle|suffix|pad))>"  # SmolLM2 / StarCoder
 )
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u2028\u2029\ufeff]")
+# C0/C1 controls (not tab or newline), zero-width and invisible characters, bidirectional embeddings,
+# overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+200E/F, U+061C), line/paragraph separators,
+# interlinear annotations, the BOM and the invisible Unicode tag characters (U+E0000-U+E007F).
+_CONTROL_RE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
 _FENCE_RE = re.compile(r"```[a-zA-Z]*")
+_DISPLAY_DROP_RE = re.compile(r'[<>\[\]{}|`"\\]')  # what could open a tag, a JSON object or a quote
+_WS_RE = re.compile(r"\s+")
 
 
 class Term(NamedTuple):
@@ -76,34 +97,71 @@ class ParseResult:
         return self.action is not None
 
 
+def _strip_tags(text: str) -> str:
+    """Remove template tags and code fences until none is left (removing one can join another)."""
+    while True:
+        before = len(text)
+        if "<" in text or "[" in text:
+            text = TEMPLATE_TAG_RE.sub("", text)
+        if "`" in text:
+            text = _FENCE_RE.sub("", text)
+        if len(text) == before:  # both only delete: an unchanged length means nothing was removed
+            return text
+
+
 def clean_prose(text: str) -> str:
-    """Counterpart-visible text: no template tags, no control characters, no code fences."""
-    if "<" in text or "[" in text:
-        text = TEMPLATE_TAG_RE.sub("", text)
+    """Counterpart-visible text: no template tags, no control, invisible or bidirectional-override
+    characters, no code fences; runs of spaces collapsed."""
     if not (text.isascii() and text.isprintable()):
         text = _CONTROL_RE.sub("", text)
-    if "`" in text:
-        text = _FENCE_RE.sub("", text)
-    text = text.strip()
+    text = _strip_tags(text).strip()
     if "  " in text or "\t" in text or "\n" in text:
         text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
         text = re.sub(r"\n{3,}", "\n\n", text)
     return text.strip()
 
 
-def _find_actions(text: str) -> tuple[list[tuple[int, int, dict[str, Any]]], bool]:
-    """Top-level JSON objects carrying an "action" key, as (start, end, obj); and whether some
-    '{' that looks like the start of an action failed to decode."""
-    found, broken, pos = [], False, 0
+class _DuplicateKeys(dict):
+    """A decoded JSON object that repeated a key (kept so the parser can refuse it by name)."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: a plain dict, or a :class:`_DuplicateKeys` when a key repeats."""
+    d = dict(pairs)
+    if len(d) == len(pairs):
+        return d
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for k, _ in pairs:
+        (repeated if k in seen else seen).add(k)
+    dup = _DuplicateKeys(d)
+    dup.duplicates = tuple(_short(k, 40) for k in sorted(repeated))
+    return dup
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object)
+
+
+def _find_actions(text: str) -> tuple[list[tuple[int, int, dict[str, Any]]], str | None]:
+    """Top-level JSON objects carrying an "action" key, as (start, end, obj); and why some '{' that
+    looks like the start of an action failed to decode (None when none did)."""
+    found, broken, pos = [], None, 0
     while True:
         start = text.find("{", pos)
         if start < 0:
             return found, broken
         try:
             obj, end = _DECODER.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
-            if re.match(r'\{\s*"action"', text[start:start + 40]):
-                broken = True
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or the int-digit limit
+            if broken is None:
+                if not isinstance(exc, (json.JSONDecodeError, RecursionError)):
+                    msg = str(exc)
+                    broken = ("a number in the JSON has too many digits to read" if "digits" in msg
+                              else f"unreadable JSON ({_short(msg)})")
+                elif re.match(r'\{\s*"action"', text[start:start + 40]):
+                    broken = "malformed or truncated JSON action"
             pos = start + 1
             continue
         if isinstance(obj, dict) and "action" in obj:
@@ -111,7 +169,13 @@ def _find_actions(text: str) -> tuple[list[tuple[int, int, dict[str, Any]]], boo
         pos = end
 
 
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _validate(obj: dict[str, Any]) -> Action:
+    if type(obj) is _DuplicateKeys:
+        raise ValueError(f"duplicate keys {list(obj.duplicates)} in the JSON action")
     unknown = set(obj) - ACTION_KEYS
     if unknown:
         raise ValueError(f"unknown action keys {sorted(unknown)}; allowed {sorted(ACTION_KEYS)}")
@@ -130,6 +194,8 @@ def _validate(obj: dict[str, Any]) -> Action:
         raise ValueError(f"too many terms ({len(raw_terms)} > {MAX_TERMS})")
     terms = []
     for i, t in enumerate(raw_terms):
+        if type(t) is _DuplicateKeys:
+            raise ValueError(f"terms[{i}] has duplicate keys {list(t.duplicates)}")
         if type(t) is not dict or t.keys() != TERM_KEYS:
             raise ValueError(f"terms[{i}] must be an object with exactly 'name' and 'value'")
         name, value = t["name"], t["value"]
@@ -154,7 +220,8 @@ def parse_action(text: str) -> ParseResult:
 
     Lenient: code fences, prose before and after the JSON, and an identical action repeated are
     accepted. Strict: the action word, allowed keys, the {name, value} term shape and value types.
-    Conflicting actions, no action, malformed or truncated JSON are bad parses (error is set).
+    Conflicting actions, no action, malformed or truncated JSON, a repeated key and a number with
+    too many digits to read are bad parses (error is set). Never raises on any ``str``.
     """
     if not isinstance(text, str):
         return ParseResult("", None, f"turn text must be a string, got {type(text).__name__}")
@@ -162,11 +229,14 @@ def parse_action(text: str) -> ParseResult:
     body = text[:MAX_TEXT_CHARS]
     found, broken = _find_actions(body)
     if not found:
-        err = "malformed or truncated JSON action" if broken else "no JSON action found"
+        err = broken or "no JSON action found"
         if truncated:
             err += f" (text cut at {MAX_TEXT_CHARS} characters)"
         return ParseResult(clean_prose(body), None, err)
-    distinct = {json.dumps(obj, sort_keys=True) for _, _, obj in found} if len(found) > 1 else {""}
+    try:
+        distinct = {json.dumps(obj, sort_keys=True) for _, _, obj in found} if len(found) > 1 else {""}
+    except (RecursionError, ValueError):  # decodable but too deep to compare: not one clear action
+        distinct = {"", "?"}
     prose = body
     for start, end, _ in reversed(found):
         prose = prose[:start] + prose[end:]
@@ -181,24 +251,27 @@ def parse_action(text: str) -> ParseResult:
 
 
 def canonical_value(issue: Issue, value: Any) -> tuple[bool, Any]:
-    """(ok, canonical value) of a party's value for a schema issue.
+    """(ok, canonical value) of a party's value for a schema issue; never raises.
 
-    Continuous: a finite number or a numeric string ('$', ',' and '%' allowed). Categorical: a
-    level, matched case-insensitively. Binary: a boolean or 'true'/'false'/'yes'/'no'.
+    Continuous: a number or a numeric string ('$', ',' and '%' allowed) that is a finite float (an
+    integer too large for a float, '1e400', 'nan' are not). Categorical: a level, matched
+    case-insensitively. Binary: a boolean or 'true'/'false'/'yes'/'no'.
     """
     if issue.kind == "continuous":
         kind_of_value = type(value)
         if kind_of_value is float or kind_of_value is int:  # the common case, straight from JSON
-            return (True, float(value)) if math.isfinite(value) else (False, None)
-        if isinstance(value, bool):
-            return False, None
-        if isinstance(value, str):
-            s = value.strip().replace("$", "").replace(",", "").replace("%", "")
             try:
-                value = float(s)
-            except ValueError:
+                x = float(value)
+            except OverflowError:  # an int with ~310+ digits
                 return False, None
-        x = float(value)
+            return (True, x) if math.isfinite(x) else (False, None)
+        if not isinstance(value, str):  # bool, or anything that is not JSON
+            return False, None
+        s = value.strip().replace("$", "").replace(",", "").replace("%", "")
+        try:
+            x = float(s)
+        except (ValueError, OverflowError):
+            return False, None
         return (True, x) if math.isfinite(x) else (False, None)
     if issue.kind == "binary":
         if isinstance(value, bool):
@@ -212,6 +285,33 @@ def canonical_value(issue: Issue, value: Any) -> tuple[bool, Any]:
             if level.lower() == want:
                 return True, level
     return False, None
+
+
+def _scalar_text(value: Any) -> str:
+    """A JSON scalar as text (an int past Python's int-to-str digit limit does not raise)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    try:
+        return str(value)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        return "a number too long to show"
+
+
+def display_text(value: Any, limit: int = DISPLAY_CHARS) -> str:
+    """A party-named term name or value as the other party may read it, inside one line.
+
+    Template tags, control, invisible and bidi characters removed (as :func:`clean_prose`), then
+    every character that could open a tag, a JSON object or a quote (``<>[]{}|`"\\``), all on one
+    line, cut to ``limit`` characters with an ellipsis. The result never contains a newline.
+    """
+    text = _scalar_text(value)[: 8 * limit]
+    text = _DISPLAY_DROP_RE.sub("", clean_prose(text))
+    text = _WS_RE.sub(" ", text).strip()
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "\u2026"
+    return text
 
 
 @dataclass

@@ -6,22 +6,31 @@ generate for all their episodes in one batch and API agents answer a whole wave 
 throughput scales with the batch rather than with the episode count. Finished episodes are
 written to the transcript store as they complete (in batches), so an interrupted run resumes
 where it stopped.
+
+Failures are contained to their episode. An agent's error reply, an exception while a view is
+built, the agent answers (``act_batch`` raising or answering the wrong number of replies: each view
+of that call is then asked alone, so one bad view costs only its own episode), or the environment
+steps (parser, ledger, closing) ends that episode as an error row (status ``error``, ``error`` =
+turn, role and exception text); the other episodes play on, and a re-run plays error rows again
+(:class:`~negolib.transcripts.TranscriptStore` counts only ``deal``/``no_deal`` as complete).
+Exceptions from the caller's own ``on_turn`` callback, and KeyboardInterrupt, are not caught.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.env import EnvConfig, Episode
+from negolib.env import EnvConfig, Episode, PartyView
 from negolib.scenarios import Scenario
 from negolib.transcripts import TranscriptStore, record_key
 
+MAX_ERROR_CHARS = 500
 
 @dataclass(frozen=True)
 class EpisodeSpec:
@@ -61,6 +70,50 @@ class RolloutResult:
         return [r for r in self.records if r["status"] == "error"]
 
 
+def error_text(exc: BaseException, where: str = "") -> str:
+    """``"<where>: <Type>: <message>"`` cut to :data:`MAX_ERROR_CHARS` (a message can hold a whole
+    hostile turn)."""
+    text = f"{where}: " if where else ""
+    text += f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def _where(ep: Episode) -> str:
+    return f"turn {len(ep.turns) + 1} ({ep.to_move})"
+
+
+def act_contained(agent: Agent, views: Sequence[PartyView]) -> list[AgentReply]:
+    """``agent.act_batch(views)`` that never raises: if the call raises or answers the wrong number
+    of replies, each view is asked alone, and a view that still fails gets an error reply."""
+    try:
+        replies = agent.act_batch(views)
+        if len(replies) == len(views):
+            return list(replies)
+        problem = f"agent {agent.name!r} returned {len(replies)} replies for {len(views)} views"
+    except Exception as exc:  # noqa: BLE001 - contained to the episodes of this call
+        problem = error_text(exc, f"agent {agent.name!r}")
+    if len(views) == 1:
+        return [AgentReply("", error=problem)]
+    return [act_contained(agent, [v])[0] for v in views]
+
+
+def episode_record(spec: EpisodeSpec, ep: Episode, error: str | None = None) -> dict[str, Any]:
+    """The transcript record of ``ep``; with ``error`` an error row (status ``error``)."""
+    try:
+        rec = ep.record(arm=spec.arm, seller=spec.seller, buyer=spec.buyer)
+    except Exception as exc:  # noqa: BLE001 - a broken episode still leaves an error row
+        from negolib.transcripts import SCHEMA_VERSION
+
+        s = spec.scenario
+        rec = {"schema": SCHEMA_VERSION, "arm": spec.arm, "seller": spec.seller, "buyer": spec.buyer,
+               "domain": s.domain.name, "seed": s.seed, "held_out": s.domain.held_out, "status": "error",
+               "config": asdict(spec.config), "turns": [], "outcome": None}
+        error = "; ".join(e for e in (error, error_text(exc, "record")) if e)
+    if error is not None:
+        rec["status"], rec["error"] = "error", error
+    return rec
+
+
 def run_episodes(
     specs: Sequence[EpisodeSpec],
     agents: Mapping[str, Agent],
@@ -73,7 +126,8 @@ def run_episodes(
     """Play every spec to the end, batching turns per agent; skip keys already complete in ``store``.
 
     ``max_batch`` caps how many episodes advance together (default: all). ``on_turn`` is called
-    after every turn (training uses it to collect token ids).
+    after every turn (training uses it to collect token ids). A failure in one episode's turn ends
+    that episode as an error row and never the run (see the module docstring).
     """
     missing = {n for s in specs for n in (s.seller, s.buyer)} - set(agents)
     if missing:
@@ -92,9 +146,7 @@ def run_episodes(
     live: list[tuple[EpisodeSpec, Episode]] = []
 
     def finish(spec: EpisodeSpec, ep: Episode, error: str | None) -> None:
-        rec = ep.record(arm=spec.arm, seller=spec.seller, buyer=spec.buyer)
-        if error is not None:
-            rec["status"], rec["error"] = "error", error
+        rec = episode_record(spec, ep, error)
         records.append(rec)
         pending.append(rec)
         bar.update(1)
@@ -110,24 +162,28 @@ def run_episodes(
                 spec = queue.pop(0)
                 live.append((spec, Episode(spec.scenario, spec.config, spec.episode_id)))
             groups: dict[str, list[int]] = {}
+            failed: dict[int, str] = {}
+            views: dict[int, PartyView] = {}
             for i, (spec, ep) in enumerate(live):
+                try:
+                    views[i] = ep.view()
+                except Exception as exc:  # noqa: BLE001 - contained to this episode
+                    failed[i] = error_text(exc, _where(ep))
+                    continue
                 name = spec.seller if ep.to_move == "seller" else spec.buyer
                 groups.setdefault(name, []).append(i)
-            failed: dict[int, str] = {}
             for name, idx in groups.items():
-                views = [live[i][1].view() for i in idx]
-                try:
-                    replies = agents[name].act_batch(views)
-                except Exception as exc:  # a whole-batch failure must not lose the other agents' work
-                    replies = [AgentReply("", error=f"{type(exc).__name__}: {exc}") for _ in idx]
-                if len(replies) != len(idx):
-                    raise RuntimeError(f"agent {name!r} returned {len(replies)} replies for {len(idx)} views")
+                replies = act_contained(agents[name], [views[i] for i in idx])
                 for i, rep in zip(idx, replies):
                     ep = live[i][1]
                     if rep.error is not None:
                         failed[i] = rep.error
                         continue
-                    ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+                    try:
+                        ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+                    except Exception as exc:  # noqa: BLE001 - parser/environment: contained to this episode
+                        failed[i] = error_text(exc, _where(ep))
+                        continue
                     if on_turn is not None:
                         on_turn(ep, rep)
             still = []
@@ -150,17 +206,25 @@ def run_episodes(
 
 
 def play_one(spec: EpisodeSpec, agents: Mapping[str, Agent]) -> dict[str, Any]:
-    """Play a single episode turn by turn with no batching (the baseline the benchmark compares)."""
+    """Play a single episode turn by turn with no batching (the baseline the benchmark compares).
+    Failures end the episode as an error row, as in :func:`run_episodes`."""
     ep = Episode(spec.scenario, spec.config, spec.episode_id)
     while not ep.done:
         agent = agents[spec.seller if ep.to_move == "seller" else spec.buyer]
-        rep = agent.act(ep.view())
+        where = _where(ep)
+        try:
+            view = ep.view()
+        except Exception as exc:  # noqa: BLE001 - contained to this episode
+            return episode_record(spec, ep, error_text(exc, where))
+        rep = act_contained(agent, [view])[0]
         if rep.error is not None:
-            rec = ep.record(arm=spec.arm, seller=spec.seller, buyer=spec.buyer)
-            rec["status"], rec["error"] = "error", rep.error
-            return rec
-        ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
-    return ep.record(arm=spec.arm, seller=spec.seller, buyer=spec.buyer)
+            return episode_record(spec, ep, rep.error)
+        try:
+            ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+        except Exception as exc:  # noqa: BLE001 - contained to this episode
+            return episode_record(spec, ep, error_text(exc, where))
+    return episode_record(spec, ep)
 
 
-__all__ = ["EpisodeSpec", "RolloutResult", "make_specs", "run_episodes", "play_one", "record_key"]
+__all__ = ["EpisodeSpec", "RolloutResult", "act_contained", "episode_record", "error_text", "make_specs",
+           "play_one", "record_key", "run_episodes"]

@@ -214,3 +214,25 @@ def test_scripted_agents_never_make_an_invalid_accept():
                 if ep.outcome.deal:
                     last, before = ep.turns[-1], ep.turns[-2]
                     assert last.action["action"] == "ACCEPT" and before.action["action"] == "COUNTER"
+
+
+def test_a_huge_number_in_a_turn_is_an_invalid_term_not_a_crash(car_scenario):
+    """Issue 13 §3: a 310+-digit integer is an invalid term (no OverflowError in step); a number past
+    Python's int-string limit (4,301+ digits) is a bad parse; off-schema ones do not break the prompt."""
+    import json
+
+    from negolib.prompts import render_messages
+
+    for sign in ("", "-"):
+        ep = Episode(car_scenario)
+        ep.step(counter(("price", 40)))
+        rec = ep.step(counter(("price", int(sign + "9" * 400)), ("warranty_months", 6)))
+        assert rec.action is not None and rec.invalid_terms == ["price"]
+        assert ep.ledger["price"] == 40.0 and ep.ledger["warranty_months"] == 6.0
+        rec = ep.step('Here. {"action": "COUNTER", "terms": [{"name": "price", "value": %s}]}' % ("9" * 5000))
+        assert rec.action is None and "too many digits" in rec.parse_error and ep.ledger["price"] == 40.0
+        rec = ep.step(counter(("price_extra", int("9" * 4000))))
+        assert rec.off_schema_terms == ["price_extra"]
+        for scaffold in ("training", "evaluation"):
+            assert render_messages(ep.view(), scaffold)
+        json.dumps(ep.record(arm="a", seller="s", buyer="b"), allow_nan=False)

@@ -121,3 +121,114 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     proc = subprocess.run([sys.executable, str(script), str(path)], check=True, timeout=120)
     keys = [record_key(r) for r in store.iter_raw()]
     assert len(keys) == len(set(keys)) == 72
+
+
+# -- failures are contained to their episode (issue 13 §3) ----------------------------------------
+
+SCEN40 = scenario_set(eval_seeds(20), ["car"])  # x 2 buyers = 40 episodes
+
+
+class HugeNumberSeller(Agent):
+    """A scripted seller that, in the episodes of ``bad_seeds``, names a 400-digit price."""
+
+    name = "huge"
+
+    def __init__(self, inner: Agent, bad_seeds: set[int], digits: int = 400) -> None:
+        self.inner, self.bad, self.digits = inner, bad_seeds, digits
+
+    def act_batch(self, views):
+        out = self.inner.act_batch(views)
+        for i, v in enumerate(views):
+            if v.seed in self.bad and v.turn == 3:
+                out[i] = AgentReply('Take it. {"action": "COUNTER", "terms": [{"name": "price", "value": %s}]}'
+                                    % ("9" * self.digits))
+        return out
+
+
+class RaisingAgent(Agent):
+    """Raises from ``act_batch`` whenever a view of ``bad_seeds`` is in the batch."""
+
+    name = "raising"
+
+    def __init__(self, inner: Agent, bad_seeds: set[int]) -> None:
+        self.inner, self.bad, self.calls = inner, bad_seeds, 0
+
+    def act_batch(self, views):
+        self.calls += 1
+        if any(v.seed in self.bad for v in views):
+            raise RuntimeError("CUDA error: device-side assert for one prompt")
+        return self.inner.act_batch(views)
+
+
+def _two_buyers():
+    return make_specs("arm", "s", ["b1", "b2"], SCEN40)
+
+
+def test_a_huge_number_is_an_invalid_term_and_the_batch_completes(tmp_path):
+    bad = SCEN40[3].seed
+    for digits in (400, 5000):
+        agents = {"s": HugeNumberSeller(make_scripted("boulware"), {bad}, digits), "b1": make_scripted("conceder"),
+                  "b2": make_scripted("hardheaded")}
+        store = TranscriptStore(tmp_path / f"{digits}.jsonl")
+        res = run_episodes(_two_buyers(), agents, store, progress=False)
+        assert len(res.records) == 40 and not res.errors and len(store.completed_keys()) == 40
+        hit = [t for r in res.records if r["seed"] == bad for t in r["turns"] if t["turn"] == 3]
+        assert len(hit) == 2
+        if digits == 400:
+            assert all(t["invalid_terms"] == ["price"] for t in hit)
+        else:
+            assert all(t["action"] is None and "too many digits" in t["parse_error"] for t in hit)
+
+
+def test_an_environment_exception_is_an_error_row_and_the_rest_are_stored(tmp_path, monkeypatch):
+    from negolib.env import Episode
+
+    specs = _two_buyers()
+    bad_id = specs[7].episode_id
+    real_step = Episode.step
+
+    def step(self, text, *a, **kw):
+        if self.episode_id == bad_id and len(self.turns) == 2:
+            raise OverflowError("int too large to convert to float")
+        return real_step(self, text, *a, **kw)
+
+    monkeypatch.setattr(Episode, "step", step)
+    store = TranscriptStore(tmp_path / "t.jsonl")
+    agents = {"s": make_scripted("boulware"), "b1": make_scripted("conceder"), "b2": make_scripted("hardheaded")}
+    res = run_episodes(specs, agents, store, progress=False, flush_every=4)
+    assert len(res.records) == 40 and [r["status"] for r in res.errors] == ["error"]
+    err = res.errors[0]
+    assert record_key(err) == specs[7].key and len(err["turns"]) == 2
+    assert err["error"] == "turn 3 (seller): OverflowError: int too large to convert to float"
+    assert len(store.completed_keys()) == 39
+    assert play_one(specs[7], agents)["error"] == err["error"]  # the loop engine contains it too
+    monkeypatch.setattr(Episode, "step", real_step)
+    res2 = run_episodes(specs, agents, store, progress=False)  # the re-run plays the error row again
+    assert res2.skipped == 39 and len(res2.records) == 1 and not res2.errors
+    assert store.completed_keys() == {s.key for s in specs}
+
+
+def test_an_agent_that_raises_costs_only_the_episodes_it_fails(tmp_path):
+    bad = SCEN40[5].seed
+    seller = RaisingAgent(make_scripted("boulware"), {bad})
+    agents = {"s": seller, "b1": make_scripted("conceder"), "b2": make_scripted("hardheaded")}
+    res = run_episodes(_two_buyers(), agents, TranscriptStore(tmp_path / "t.jsonl"), progress=False)
+    assert len(res.records) == 40 and {r["seed"] for r in res.errors} == {bad} and len(res.errors) == 2
+    assert all("RuntimeError: CUDA error" in r["error"] and "'raising'" in r["error"] for r in res.errors)
+    clean = run_episodes(_two_buyers(), {**agents, "s": make_scripted("boulware")}, progress=False).records
+    assert [r for r in res.records if r["seed"] != bad] == [r for r in clean if r["seed"] != bad]
+
+
+def test_a_wrong_number_of_replies_is_contained():
+    class Short(Agent):
+        name = "short"
+
+        def act_batch(self, views):
+            return make_scripted("boulware").act_batch(views)[: max(1, len(views) - 1)] if len(views) > 1 \
+                else make_scripted("boulware").act_batch(views)
+
+    specs = make_specs("arm", "s", ["b"], SCEN)
+    res = run_episodes(specs, {"s": Short(), "b": make_scripted("conceder")}, progress=False)
+    assert not res.errors  # each view was asked alone
+    assert res.records == run_episodes(specs, {"s": make_scripted("boulware"), "b": make_scripted("conceder")},
+                                       progress=False).records

@@ -21,6 +21,7 @@ from negolib.training.rollout import (  # noqa: E402
     RolloutEngine,
     RolloutLimits,
 )
+from negolib.transcripts import SCHEMA_VERSION  # noqa: E402
 
 torch.set_num_threads(1)
 CFG = TrainConfig(
@@ -122,7 +123,7 @@ def test_trajectory_equals_the_templates_render_of_the_dialogue(tok, tags):
     out = batch.trl_output()
     assert set(out) >= {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode_reward"}
     rec = batch.trajectories[0].record(arm="a", seller="policy", buyer=ITEMS[0].buyer)
-    assert rec["schema"] == 1 and rec["training"]["seller_tokens"] == sum(batch.trajectories[0].env_mask)
+    assert rec["schema"] == SCHEMA_VERSION and rec["training"]["seller_tokens"] == sum(batch.trajectories[0].env_mask)
 
 
 class CounteringBuyer(Agent):
@@ -261,3 +262,111 @@ def test_real_model_generation_is_kept_as_sampled(tok, tags):
         seller = [ids for k, ids in t.segments if k == "seller"]
         assert all(s in seen for s in seller)  # sampled ids, not re-tokenized text
         assert all(lp < 0 for lp, m in zip(t.logprobs, t.env_mask) if m == 1)
+
+
+# -- failures are contained to their trajectory and excluded from the update (issue 13 §3) ---------
+
+
+def huge_price_for(bad: set[int], digits: int = 400):
+    """Seller turns: the contexts in ``bad`` (index within the first call) name a ``digits``-digit price."""
+    def texts(call: int, i: int) -> str:
+        if call == 0 and i in bad:
+            return 'Take it.\n{"action": "COUNTER", "terms": [{"name": "price", "value": %s}]}' % ("9" * digits)
+        return counter_text(call, i)
+    return texts
+
+
+def test_a_huge_number_from_the_policy_is_an_invalid_term(tok, tags):
+    assert ITEMS[1].scenario.domain.lookup("price") is not None
+    for digits in (400, 5000):
+        gen = TextGenerator(tok, tags, huge_price_for({1}, digits))
+        batch = engine(tok, tags, gen, limits=RolloutLimits(8192, 65536, 8192, 13)).play([ITEMS[1]] * 4)
+        assert all(t.status in ("deal", "no_deal") for t in batch.trajectories)
+        first = batch.trajectories[1].episode.turns[0]
+        if digits == 400:
+            assert first.action is not None and first.invalid_terms == ["price"]
+        else:
+            assert first.action is None and "too many digits" in first.parse_error
+
+
+def _raise_in_step(monkeypatch, bad_ids: set[str], turn: int = 2):
+    from negolib.env import Episode
+
+    real_step = Episode.step
+
+    def step(self, text, *a, **kw):
+        if self.episode_id in bad_ids and len(self.turns) == turn - 1:
+            raise OverflowError("int too large to convert to float")
+        return real_step(self, text, *a, **kw)
+
+    monkeypatch.setattr(Episode, "step", step)
+
+
+def test_an_exception_in_one_turn_is_an_excluded_error_trajectory(tok, tags, monkeypatch):
+    from negolib.training.advantages import loo_advantages
+
+    items = [ITEMS[0]] * 4 + [ITEMS[1]] * 4
+    ids = [f"ep{i}" for i in range(len(items))]
+    _raise_in_step(monkeypatch, {"ep1"}, turn=2)  # the buyer's first turn
+    _raise_in_step(monkeypatch, {"ep6"}, turn=3)  # the seller's second turn
+    batch = engine(tok, tags, TextGenerator(tok, tags, counter_text)).play(items, ids)
+    ts = batch.trajectories
+    assert [t.status == "error" for t in ts] == [i in (1, 6) for i in range(8)]
+    assert ts[1].error == "turn 2 (buyer): OverflowError: int too large to convert to float"
+    assert ts[6].error.startswith("turn 3 (seller): OverflowError")
+    for i in (1, 6):
+        check_alignment(ts[i], tags)
+        assert ts[i].excluded and ts[i].seller_turns >= 1 and sum(ts[i].env_mask) > 0
+    out = batch.trl_output()
+    assert [sum(m) == 0 for m in out["env_mask"]] == [t.excluded for t in ts]  # no token of it is trained
+    rewards = out["episode_reward"]
+    valid0 = [ts[i].reward for i in (0, 2, 3)]
+    assert rewards[1] == pytest.approx(sum(valid0) / 3)  # the mean of its group's valid rewards
+    assert all(r == pytest.approx(ts[i].reward) for i, r in enumerate(rewards) if i not in (1, 6))
+    adv = loo_advantages(rewards, 4)
+    assert adv[1] == pytest.approx(0.0) and adv[6] == pytest.approx(0.0)
+    m = batch.metrics()
+    assert m["error_rate"] == pytest.approx(2 / 8)
+    assert m["episode_reward"] == pytest.approx(sum(t.reward for t in ts if not t.excluded) / 6)
+    rec = ts[1].record(arm="a", seller="policy", buyer=ITEMS[0].buyer)
+    assert rec["status"] == "error" and "OverflowError" in rec["error"]
+    assert rec["training"]["excluded"] and rec["training"]["reward"] is None
+    json.dumps(rec, allow_nan=False)
+
+
+def test_a_failing_buyer_or_generator_costs_only_its_episode(tok, tags):
+    class RaisingBuyer(Agent):
+        name = "raising"
+
+        def act_batch(self, views):
+            if any(v.episode_id == "ep2" for v in views):
+                raise RuntimeError("buyer backend down for one view")
+            return BUYERS["conceder"].act_batch(views)
+
+    class RaisingGenerator(TextGenerator):
+        def generate(self, contexts, budgets):
+            if any(list(c) == self.poison for c in contexts):  # alone or in a batch
+                raise RuntimeError("CUDA error for one prompt")
+            return super().generate(contexts, budgets)
+
+    items = [ITEMS[0]] * 4
+    ids = [f"ep{i}" for i in range(4)]
+    buyers = {name: RaisingBuyer() for name in BUYERS}
+    batch = engine(tok, tags, TextGenerator(tok, tags, counter_text), buyers=buyers).play(items, ids)
+    assert [t.status == "error" for t in batch.trajectories] == [False, False, True, False]
+    assert "RuntimeError: buyer backend down" in batch.trajectories[2].error
+
+    gen = RaisingGenerator(tok, tags, counter_text)
+    first = engine(tok, tags, TextGenerator(tok, tags, counter_text)).play([ITEMS[1]])
+    gen.poison = first.trajectories[0].prompt_ids  # every episode of ITEMS[1] opens with this context
+    batch = engine(tok, tags, gen).play([ITEMS[0], ITEMS[1], ITEMS[0]], ["a", "b", "c"])
+    assert [t.status == "error" for t in batch.trajectories] == [False, True, False]
+    assert "generate: RuntimeError: CUDA error" in batch.trajectories[1].error
+
+
+def test_a_batch_where_every_trajectory_errors_warns_and_trains_nothing(tok, tags, monkeypatch):
+    _raise_in_step(monkeypatch, {"x", "y"}, turn=1)
+    with pytest.warns(RuntimeWarning, match="every trajectory"):
+        batch = engine(tok, tags, TextGenerator(tok, tags, counter_text)).play([ITEMS[0]] * 2, ["x", "y"])
+    out = batch.trl_output()
+    assert all(sum(m) == 0 for m in out["env_mask"]) and out["episode_reward"] == [0.0, 0.0]

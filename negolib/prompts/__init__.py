@@ -27,11 +27,13 @@ from typing import Any, Literal
 
 from negolib.domains import Domain, Issue
 from negolib.env import PartyView
+from negolib.protocol import display_text
 from negolib.scenarios import other
 
 Scaffold = Literal["training", "evaluation"]
 SCAFFOLDS: tuple[str, ...] = ("training", "evaluation")
 TEMPLATE_DIR = Path(__file__).parent
+MAX_UNRECOGNISED_SHOWN = 8  # off-schema entries listed to the counterpart; the rest are counted
 Message = dict[str, str]
 
 
@@ -75,24 +77,45 @@ def _pct(x: float) -> str:
 
 
 def format_value(issue: Issue | None, value: Any) -> str:
-    """A ledger value as a party reads it (units for ranged terms, yes/no for binary ones)."""
+    """A ledger value as a party reads it (units for ranged terms, yes/no for binary ones); a value
+    named under an off-schema name (``issue`` None) is shown through :func:`display_text`."""
     if issue is None:
-        return str(value)
+        return display_text(value)
     if issue.kind == "continuous" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{_num(float(value))} {issue.unit}".strip()
     if issue.kind == "binary" and isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return display_text(value)
 
 
 def ledger_items(domain: Domain, ledger: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The ledger as template data: schema terms in domain order, then off-schema names."""
+    """The ledger as template data: schema terms in domain order, then off-schema names.
+
+    Off-schema names and values were written by a party, so both go through :func:`display_text`
+    (one line, no tags, brackets or quotes, cut short); the templates set them apart from the
+    contract lines. Schema values are the environment's canonical values.
+    """
     items = [{"name": i.name, "value": format_value(i, ledger[i.name]), "off_schema": False}
              for i in domain.issues if i.name in ledger]
     known = set(domain.issue_names)
-    items += [{"name": str(k), "value": format_value(None, v), "off_schema": True}
+    items += [{"name": display_text(k), "value": format_value(None, v), "off_schema": True}
               for k, v in ledger.items() if k not in known]
     return items
+
+
+def _ledger_context(domain: Domain, ledger: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``ledger.j2`` reads: ``ledger`` (contract lines), ``unrecognised`` (at most
+    :data:`MAX_UNRECOGNISED_SHOWN` off-schema entries) and ``unrecognised_more`` (how many are not shown)."""
+    items = ledger_items(domain, ledger)
+    off = [it for it in items if it["off_schema"]]
+    return {"ledger": [it for it in items if not it["off_schema"]],
+            "unrecognised": off[:MAX_UNRECOGNISED_SHOWN],
+            "unrecognised_more": max(0, len(off) - MAX_UNRECOGNISED_SHOWN)}
+
+
+def _flat(prose: str) -> str:
+    """A turn's prose on one line (where it sits among lines that the environment writes)."""
+    return " ".join(prose.split())
 
 
 def _issues(view: PartyView) -> list[dict[str, Any]]:
@@ -120,7 +143,7 @@ def _context(view: PartyView, scaffold: str) -> dict[str, Any]:
         "issues": _issues(view), "reservation": _pct(view.prefs.reservation),
         "turn": view.turn, "converge": view.converge,
         "opening": view.config.first_mover == role and (scaffold == "training" or view.turn == 1),
-        "ledger": ledger_items(view.domain, view.ledger),
+        **_ledger_context(view.domain, view.ledger),
     }
 
 
@@ -134,8 +157,10 @@ def _training(view: PartyView, config: PromptConfig) -> list[Message]:
     history = list(view.history)
 
     def reply(h: Any) -> str:
-        ledger = ledger_items(view.domain, h.ledger) if config.training_show_ledger else None
-        return _render(config, "training_reply.j2", prose=h.prose, ledger=ledger)
+        if not config.training_show_ledger:
+            return _render(config, "training_reply.j2", prose=h.prose, ledger=None)
+        # the current offer follows the prose: the prose is kept to one line so it cannot fake one
+        return _render(config, "training_reply.j2", prose=_flat(h.prose), **_ledger_context(view.domain, h.ledger))
 
     opening = None
     if history and history[0].role != view.role and not ctx["opening"]:
@@ -160,7 +185,7 @@ def _training(view: PartyView, config: PromptConfig) -> list[Message]:
 
 def _evaluation(view: PartyView, config: PromptConfig) -> list[Message]:
     ctx = _context(view, "evaluation")
-    history = [{"turn": h.turn, "prose": h.prose or "(no message)",
+    history = [{"turn": h.turn, "prose": _flat(h.prose) or "(no message)",
                 "speaker": "You" if h.role == view.role else h.role.capitalize()} for h in view.history]
     return [
         {"role": "system", "content": _render(config, "system.j2", **ctx)},

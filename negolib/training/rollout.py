@@ -14,7 +14,21 @@ Seller text is decoded only to drive the environment; the ids it came from are k
 never re-tokenized. The trajectory ends on the seller's last end-of-turn token (appended as an
 environment token when the turn hit its token budget). The reward is Eq. 1 from
 :mod:`negolib.env` with ``accept_applies_terms`` on; an episode the driver has to cut (seller-turn
-cap, context cap, an agent error) gets the floor ``-lambda``, as in the paper's reward plumbing.
+cap, context cap) gets the floor ``-lambda``, as in the paper's reward plumbing: the policy ran long.
+
+Errors are contained to their trajectory and excluded from the update. When anything raises while
+one episode takes a turn (rendering or encoding the seller's prompt, decoding its text, the buyer
+agent, the parser or the environment), or the buyer agent answers with an error, that episode ends
+with status ``error`` and the rest of the batch plays on. A failed ``generate`` or buyer
+``act_batch`` call is retried one context / view at a time first, so one bad input costs only its
+own episode. An error says nothing about the policy's negotiating (a buyer outage, a bug), so an
+error trajectory is not trained on: :meth:`RolloutBatch.trl_output` zeroes its ``env_mask`` (no
+token of it enters the loss) and gives it the mean reward of the valid trajectories of its group
+(same scenario and buyer), which makes its group-normalized and leave-one-out advantages exactly 0
+(0.0 when the whole group errored); the others' leave-one-out baselines shift slightly toward
+their group mean. :meth:`RolloutBatch.metrics` averages rewards, scores, deals, turns and parse
+rates over the valid trajectories only and reports ``error_rate``; a batch in which every
+trajectory errored warns. The trajectory's record keeps the error text (``status`` "error").
 
 Scaffolds: under ``training`` the seller's chat only grows by appending (the buyer's prose as a user
 turn), so the trajectory is exactly the template's render of the dialogue. Under ``evaluation`` (a
@@ -29,7 +43,9 @@ agent in one ``act_batch`` call.
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from negolib.agents.base import Agent
 from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
 from negolib.env import EnvConfig, Episode
+from negolib.rollout import act_contained, error_text
 
 if TYPE_CHECKING:
     from negolib.training.data import ScenarioItem
@@ -186,18 +203,33 @@ class Trajectory:
         self.segments.append((kind, ids))
 
     @property
+    def excluded(self) -> bool:
+        """An error trajectory: left out of the update (see the module docstring)."""
+        return self.status == "error"
+
+    @property
     def reward(self) -> float:
+        """Eq. 1; the floor -lambda for a driver cut; NaN for an excluded (error) trajectory."""
         out = self.episode.outcome
-        if self.status in ("truncated", "error") or out is None:
+        if self.excluded:
+            return math.nan
+        if self.status == "truncated" or out is None:
             return -self.episode.config.no_deal_penalty
         return float(out.reward)
 
     @property
     def score(self) -> float:
+        """S; -lambda for a driver cut; NaN for an excluded (error) trajectory."""
         out = self.episode.outcome
-        if self.status in ("truncated", "error") or out is None:
+        if self.excluded:
+            return math.nan
+        if self.status == "truncated" or out is None:
             return -self.episode.config.no_deal_penalty
         return float(out.score)
+
+    def fail(self, error: str) -> None:
+        """End the trajectory as an error (excluded from the update)."""
+        self.status, self.error = "error", error
 
     @property
     def deal(self) -> bool:
@@ -218,7 +250,8 @@ class Trajectory:
             rec["status"] = "error" if self.status == "error" else "truncated"
             rec["error"] = self.error
         rec["training"] = {
-            "reward": self.reward,
+            "reward": None if self.excluded else self.reward,
+            "excluded": self.excluded,
             "prompt_tokens": len(self.prompt_ids),
             "seller_tokens": self.seller_tokens,
             "env_tokens": self.env_tokens,
@@ -239,35 +272,59 @@ class RolloutBatch:
     total_s: float = 0.0
     waves: int = 0
 
+    def _imputed(self, values: Sequence[float]) -> list[float]:
+        """``values`` with each excluded trajectory's entry replaced by the mean over the valid
+        trajectories of its group (same scenario and buyer), or 0.0 when its whole group errored."""
+        groups: dict[tuple[str, str], list[float]] = {}
+        for t, v in zip(self.trajectories, values):
+            if not t.excluded:
+                groups.setdefault((t.item.scenario_id, t.item.buyer), []).append(v)
+        out = []
+        for t, v in zip(self.trajectories, values):
+            if t.excluded:
+                g = groups.get((t.item.scenario_id, t.item.buyer))
+                v = sum(g) / len(g) if g else 0.0
+            out.append(float(v))
+        return out
+
+    def rewards(self) -> list[float]:
+        """The rewards the update sees: Eq. 1 per trajectory, imputed for excluded ones."""
+        return self._imputed([t.reward for t in self.trajectories])
+
     def trl_output(self) -> dict[str, list[Any]]:
-        """What TRL's ``rollout_func`` returns: ids, logprobs, env_mask and per-episode extra fields."""
+        """What TRL's ``rollout_func`` returns: ids, logprobs, env_mask and per-episode extra fields.
+        An excluded (error) trajectory has an all-zero ``env_mask`` and an imputed reward and score."""
         ts = self.trajectories
         return {
             "prompt_ids": [t.prompt_ids for t in ts],
             "completion_ids": [t.completion_ids for t in ts],
             "logprobs": [t.logprobs for t in ts],
-            "env_mask": [t.env_mask for t in ts],
-            "episode_reward": [t.reward for t in ts],
-            "episode_score": [t.score for t in ts],
+            "env_mask": [[0] * len(t.env_mask) if t.excluded else t.env_mask for t in ts],
+            "episode_reward": self.rewards(),
+            "episode_score": self._imputed([t.score for t in ts]),
             "episode_deal": [float(t.deal) for t in ts],
         }
 
     def metrics(self) -> dict[str, float]:
-        """Batch means and token counts for the training log."""
+        """Batch means for the training log: outcome means over the valid trajectories,
+        ``error_rate`` and the other rates over all; token counts over all (what was generated and
+        run through the model, excluded trajectories included)."""
         ts = self.trajectories
         n = max(1, len(ts))
+        valid = [t for t in ts if not t.excluded]
+        nv = max(1, len(valid))
         seller = sum(t.seller_tokens for t in ts)
         env = sum(t.env_tokens for t in ts)
         prompt = sum(len(t.prompt_ids) for t in ts)
-        turns = [t.episode.outcome.turns if t.episode.outcome else len(t.episode.turns) for t in ts]
+        turns = [t.episode.outcome.turns if t.episode.outcome else len(t.episode.turns) for t in valid]
         return {
-            "episode_reward": sum(t.reward for t in ts) / n,
-            "score": sum(t.score for t in ts) / n,
-            "deal_rate": sum(t.deal for t in ts) / n,
-            "turns": sum(turns) / n,
-            "bad_parse_rate": _bad_parse_rate(ts),
+            "episode_reward": sum(t.reward for t in valid) / nv,
+            "score": sum(t.score for t in valid) / nv,
+            "deal_rate": sum(t.deal for t in valid) / nv,
+            "turns": sum(turns) / nv,
+            "bad_parse_rate": _bad_parse_rate(valid),
             "truncated_rate": sum(t.status == "truncated" for t in ts) / n,
-            "error_rate": sum(t.status == "error" for t in ts) / n,
+            "error_rate": sum(t.excluded for t in ts) / n,
             "prompt_truncated_rate": sum(t.prompt_truncated for t in ts) / n,
             "tokens_generated": float(seller),
             "tokens_env": float(env),
@@ -354,6 +411,9 @@ class RolloutEngine:
             if t.completion_ids and not t.gen_stopped:
                 t.add("env", self.tags.assistant_close.ids[:1])
         batch.total_s = time.perf_counter() - t0
+        if trajs and all(t.excluded for t in trajs):
+            warnings.warn(f"every trajectory of the batch ended in an error; nothing is trained on "
+                          f"(first: {trajs[0].error})", RuntimeWarning, stacklevel=2)
         return batch
 
     def _prepare(self, t: Trajectory) -> list[int] | None:
@@ -376,10 +436,28 @@ class RolloutEngine:
         t.gen_stopped = True
         return t.context
 
+    def _generate(self, contexts: Sequence[list[int]], budgets: Sequence[int]) -> list[Generation | str]:
+        """One ``generate`` call; if it raises or answers the wrong count, each context alone.
+        A context that still fails gets its error text instead of a :class:`Generation`."""
+        try:
+            gens = self.generator.generate(contexts, budgets)
+            if len(gens) == len(contexts):
+                return list(gens)
+            problem = f"generator returned {len(gens)} generations for {len(contexts)} contexts"
+        except Exception as exc:  # noqa: BLE001 - contained to the episodes of this call
+            problem = error_text(exc, "generate")
+        if len(contexts) == 1:
+            return [problem]
+        return [self._generate([c], [b])[0] for c, b in zip(contexts, budgets)]
+
     def _seller_wave(self, sellers: Sequence[Trajectory]) -> None:
         ready: list[tuple[Trajectory, list[int]]] = []
         for t in sellers:
-            ctx = self._prepare(t)
+            try:
+                ctx = self._prepare(t)
+            except Exception as exc:  # noqa: BLE001 - rendering/encoding: contained to this episode
+                t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} (seller) prompt"))
+                continue
             if ctx is None:
                 t.status, t.error = "truncated", "driver limit (seller turns or context)"
             else:
@@ -389,30 +467,40 @@ class RolloutEngine:
         cap = self.limits.max_context_tokens - 1  # room for an end-of-turn token after a cut turn
         budgets = [min(self.limits.max_new_tokens, cap - len(c)) for _, c in ready]
         t0 = time.perf_counter()
-        gens = self.generator.generate([c for _, c in ready], budgets)
+        gens = self._generate([c for _, c in ready], budgets)
         latency = (time.perf_counter() - t0) / len(ready)
         for (t, ctx), gen in zip(ready, gens):
+            where = f"turn {len(t.episode.turns) + 1} (seller)"
+            if isinstance(gen, str):
+                t.fail(f"{where}: {gen}")
+                continue
             t.add("seller", gen.ids, gen.logprobs)
             t.seller_turns += 1
             t.gen_stopped = gen.stopped
-            body = gen.ids[:-1] if gen.stopped else gen.ids
-            raw = self.tokenizer.decode(body, skip_special_tokens=False)
-            text = strip_template_tags(raw, self.tokenizer, self.tags)  # as HFAgent: no tag reaches the buyer
-            t.episode.step(text, input_tokens=len(ctx), output_tokens=len(gen.ids), latency_s=latency)
+            try:
+                body = gen.ids[:-1] if gen.stopped else gen.ids
+                raw = self.tokenizer.decode(body, skip_special_tokens=False)
+                text = strip_template_tags(raw, self.tokenizer, self.tags)  # as HFAgent: no tag reaches the buyer
+                t.episode.step(text, input_tokens=len(ctx), output_tokens=len(gen.ids), latency_s=latency)
+            except Exception as exc:  # noqa: BLE001 - decoding/parser/environment: contained to this episode
+                t.fail(error_text(exc, where))
 
     def _buyer_wave(self, buyers: Sequence[Trajectory]) -> None:
-        groups: dict[str, list[Trajectory]] = {}
+        groups: dict[str, list[tuple[Trajectory, Any]]] = {}
         for t in buyers:
-            groups.setdefault(t.item.buyer, []).append(t)
-        for name, ts in groups.items():
             try:
-                replies = self.buyers[name].act_batch([t.episode.view("buyer") for t in ts])
-            except Exception as exc:  # one failing buyer must not lose the batch
-                for t in ts:
-                    t.status, t.error = "error", f"{type(exc).__name__}: {exc}"
+                view = t.episode.view("buyer")
+            except Exception as exc:  # noqa: BLE001 - contained to this episode
+                t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} (buyer) view"))
                 continue
-            for t, rep in zip(ts, replies):
+            groups.setdefault(t.item.buyer, []).append((t, view))
+        for name, pairs in groups.items():
+            replies = act_contained(self.buyers[name], [v for _, v in pairs])  # never raises
+            for (t, _), rep in zip(pairs, replies):
                 if rep.error is not None:
-                    t.status, t.error = "error", rep.error
+                    t.fail(rep.error)
                     continue
-                t.episode.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+                try:
+                    t.episode.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+                except Exception as exc:  # noqa: BLE001 - parser/environment: contained to this episode
+                    t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} (buyer)"))
