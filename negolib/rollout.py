@@ -7,7 +7,8 @@ throughput scales with the batch rather than with the episode count. Finished ep
 written to the transcript store as they complete (in batches), so an interrupted run resumes
 where it stopped.
 
-Failures are contained to their episode. An agent's error reply, an exception while a view is
+Failures are contained to their episode. An agent's error reply (or a reply whose fields would
+make an unreadable record, :func:`reply_problem`), an exception while a view is
 built, the agent answers (``act_batch`` raising or answering the wrong number of replies: each view
 of that call is then asked alone, so one bad view costs only its own episode), or the environment
 steps (parser, ledger, closing) ends that episode as an error row (status ``error``, ``error`` =
@@ -19,6 +20,7 @@ Exceptions from the caller's own ``on_turn`` callback, and KeyboardInterrupt, ar
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -95,6 +97,26 @@ def act_contained(agent: Agent, views: Sequence[PartyView]) -> list[AgentReply]:
     if len(views) == 1:
         return [AgentReply("", error=problem)]
     return [act_contained(agent, [v])[0] for v in views]
+
+
+def reply_problem(rep: Any) -> str | None:
+    """Why an agent's reply cannot be played (None when it can): its error, or a field of the wrong
+    type that would make an unreadable transcript record (text not a string, token counts not
+    non-negative ints, a latency that is not a finite number)."""
+    if not isinstance(rep, AgentReply):
+        return f"agent returned {type(rep).__name__}, not an AgentReply"
+    if rep.error is not None:
+        return str(rep.error)
+    if type(rep.text) is not str:
+        return f"agent reply text must be a string, got {type(rep.text).__name__}"
+    for name in ("input_tokens", "output_tokens"):
+        v = getattr(rep, name)
+        if type(v) is not int or v < 0:
+            return f"agent reply {name} must be a non-negative int, got {v!r}"[:MAX_ERROR_CHARS]
+    lat = rep.latency_s
+    if type(lat) not in (int, float) or not math.isfinite(lat):
+        return f"agent reply latency_s must be a finite number, got {lat!r}"[:MAX_ERROR_CHARS]
+    return None
 
 
 def episode_record(spec: EpisodeSpec, ep: Episode, error: str | None = None) -> dict[str, Any]:
@@ -176,8 +198,9 @@ def run_episodes(
                 replies = act_contained(agents[name], [views[i] for i in idx])
                 for i, rep in zip(idx, replies):
                     ep = live[i][1]
-                    if rep.error is not None:
-                        failed[i] = rep.error
+                    problem = reply_problem(rep)
+                    if problem is not None:
+                        failed[i] = problem
                         continue
                     try:
                         ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
@@ -217,8 +240,9 @@ def play_one(spec: EpisodeSpec, agents: Mapping[str, Agent]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - contained to this episode
             return episode_record(spec, ep, error_text(exc, where))
         rep = act_contained(agent, [view])[0]
-        if rep.error is not None:
-            return episode_record(spec, ep, rep.error)
+        problem = reply_problem(rep)
+        if problem is not None:
+            return episode_record(spec, ep, problem)
         try:
             ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
         except Exception as exc:  # noqa: BLE001 - contained to this episode
@@ -227,4 +251,4 @@ def play_one(spec: EpisodeSpec, agents: Mapping[str, Agent]) -> dict[str, Any]:
 
 
 __all__ = ["EpisodeSpec", "RolloutResult", "act_contained", "episode_record", "error_text", "make_specs",
-           "play_one", "record_key", "run_episodes"]
+           "play_one", "record_key", "reply_problem", "run_episodes"]

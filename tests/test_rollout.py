@@ -232,3 +232,26 @@ def test_a_wrong_number_of_replies_is_contained():
     assert not res.errors  # each view was asked alone
     assert res.records == run_episodes(specs, {"s": make_scripted("boulware"), "b": make_scripted("conceder")},
                                        progress=False).records
+
+
+@pytest.mark.parametrize("bad", [
+    AgentReply(None),  # type: ignore[arg-type]
+    AgentReply("ok", input_tokens=None),  # type: ignore[arg-type]
+    AgentReply("ok", output_tokens=-1),
+    AgentReply("ok", latency_s=float("nan")),
+    "just a string",
+])
+def test_a_malformed_reply_is_an_error_row_not_an_unreadable_record(tmp_path, bad):
+    class Malformed(Agent):
+        name = "malformed"
+
+        def act_batch(self, views):
+            out = make_scripted("boulware").act_batch(views)
+            return [bad if v.seed == SCEN[1].seed else r for v, r in zip(views, out)]
+
+    store = TranscriptStore(tmp_path / "t.jsonl")
+    specs = make_specs("arm", "s", ["b"], SCEN)
+    res = run_episodes(specs, {"s": Malformed(), "b": make_scripted("conceder")}, store, progress=False)
+    assert {r["seed"] for r in res.errors} == {SCEN[1].seed} and len(res.records) == len(specs)
+    assert len(store.records(include_errors=True)) == len(specs)  # every line reads back
+    assert play_one(specs[1], {"s": Malformed(), "b": make_scripted("conceder")})["status"] == "error"

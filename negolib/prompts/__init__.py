@@ -14,6 +14,16 @@ Every word a party reads comes from the Jinja2 templates in this folder; this mo
 
 Both give the party its private brief and its reservation value ("any deal that gives you at least
 X of your best possible value beats no deal") and never state the turn cap.
+
+What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.protocol.clean_prose`)
+and as ledger values. Contract terms are the environment's canonical values, one ``- name: value``
+line each; off-schema names and values, which a party chose freely, are shown through
+:func:`negolib.protocol.display_text` (one short line, no tags, brackets or quotes) on a separate
+"Unrecognised terms (not part of the contract, never counted)" line, at most
+:data:`MAX_UNRECOGNISED_SHOWN` of them. Where the environment writes lines around the prose (the
+evaluation history, the training scaffold with ``training_show_ledger``) the prose is kept to one
+line, so it cannot pass for a ledger line either. The counterpart's raw text and its ``notes``
+are never shown.
 """
 
 from __future__ import annotations

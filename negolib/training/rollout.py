@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from negolib.agents.base import Agent
 from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
 from negolib.env import EnvConfig, Episode
-from negolib.rollout import act_contained, error_text
+from negolib.rollout import act_contained, error_text, reply_problem
 
 if TYPE_CHECKING:
     from negolib.training.data import ScenarioItem
@@ -497,8 +497,9 @@ class RolloutEngine:
         for name, pairs in groups.items():
             replies = act_contained(self.buyers[name], [v for _, v in pairs])  # never raises
             for (t, _), rep in zip(pairs, replies):
-                if rep.error is not None:
-                    t.fail(rep.error)
+                problem = reply_problem(rep)
+                if problem is not None:
+                    t.fail(problem)
                     continue
                 try:
                     t.episode.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
