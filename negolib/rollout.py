@@ -19,6 +19,7 @@ Exceptions from the caller's own ``on_turn`` callback, and KeyboardInterrupt, ar
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -157,6 +158,14 @@ def run_episodes(
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate episode keys in specs")
+    with store.run_lock() if store is not None else contextlib.nullcontext():  # one run per file
+        return _play_all(specs, agents, store, progress, flush_every, on_turn, max_batch)
+
+
+def _play_all(specs: Sequence[EpisodeSpec], agents: Mapping[str, Agent], store: TranscriptStore | None,
+              progress: bool, flush_every: int, on_turn: Callable[[Episode, AgentReply], None] | None,
+              max_batch: int | None) -> RolloutResult:
+    """The body of :func:`run_episodes`, run while the store's run lock is held."""
     done_keys = store.completed_keys() if store is not None else set()
     todo = [s for s in specs if s.key not in done_keys]
     skipped = len(specs) - len(todo)

@@ -255,3 +255,24 @@ def test_a_malformed_reply_is_an_error_row_not_an_unreadable_record(tmp_path, ba
     assert {r["seed"] for r in res.errors} == {SCEN[1].seed} and len(res.records) == len(specs)
     assert len(store.records(include_errors=True)) == len(specs)  # every line reads back
     assert play_one(specs[1], {"s": Malformed(), "b": make_scripted("conceder")})["status"] == "error"
+
+
+def test_run_episodes_holds_the_run_lock_of_its_store(tmp_path):
+    """A direct caller of run_episodes is protected too: a second run on the same file refuses."""
+    from negolib.agents.scripted import make_scripted
+    from negolib.domains import get_domain
+    from negolib.env import EnvConfig
+    from negolib.rollout import make_specs, run_episodes
+    from negolib.scenarios import make_scenario
+    from negolib.transcripts import RunLockedError, TranscriptStore
+
+    path = tmp_path / "t.jsonl"
+    holder = TranscriptStore(path)
+    specs = make_specs("a", "boulware", ["conceder"], [make_scenario(get_domain("car"), 5_000_000)],
+                       EnvConfig(max_rounds=2))
+    agents = {"boulware": make_scripted("boulware"), "conceder": make_scripted("conceder")}
+    with holder.run_lock():
+        with pytest.raises(RunLockedError, match="another run"):
+            run_episodes(specs, agents, TranscriptStore(path), progress=False)
+        assert run_episodes(specs, agents, holder, progress=False).records  # re-entrant for its holder
+    assert len(run_episodes(specs, agents, TranscriptStore(path), progress=False).records) == 0  # resumed
