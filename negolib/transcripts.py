@@ -43,6 +43,7 @@ from typing import Any
 import pandas as pd
 
 from negolib.errors import NegolibError
+from negolib.files import drop_partial_tail, locked_append
 
 SCHEMA_VERSION = 2
 KEY_FIELDS = ("arm", "domain", "seed", "buyer")
@@ -422,19 +423,7 @@ class TranscriptStore:
             lines.append(json.dumps(rec, allow_nan=False, separators=(",", ":")) + "\n")
         if not lines:
             return 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            drop_partial_tail(fd)
-            data = "".join(lines).encode("utf-8")
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        locked_append(self.path, "".join(lines).encode("utf-8"))
         return len(lines)
 
     def iter_lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -550,26 +539,6 @@ def _reject_constant(name: str) -> Any:
 
 def _short(h: str | None) -> str:
     return "(no hash)" if h is None else h[:12]
-
-
-def drop_partial_tail(fd: int) -> None:
-    """Truncate a half-written last line left by a crash (caller holds the lock)."""
-    size = os.lseek(fd, 0, os.SEEK_END)
-    if size == 0:
-        return
-    if os.pread(fd, 1, size - 1) == b"\n":
-        return
-    pos, chunk = size, 4096
-    while pos > 0:
-        start = max(0, pos - chunk)
-        buf = os.pread(fd, pos - start, start)
-        nl = buf.rfind(b"\n")
-        if nl >= 0:
-            os.ftruncate(fd, start + nl + 1)
-            return
-        pos = start
-    os.ftruncate(fd, 0)
-
 
 
 def episodes_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:

@@ -9,17 +9,15 @@ lines and fsyncs; readers skip a torn last line with a warning, and any other ba
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from negolib.files import atomic_write_text
-from negolib.transcripts import TranscriptError, TranscriptStore, drop_partial_tail
+from negolib.files import atomic_write_text, locked_append
+from negolib.transcripts import TranscriptError, TranscriptStore
 
 
 def _read_rows(path: Path) -> tuple[list[dict[str, Any]], bool]:
@@ -69,17 +67,7 @@ class RunLog:
         self.jsonl.parent.mkdir(parents=True, exist_ok=True)
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
         data = (json.dumps(clean, allow_nan=False) + "\n").encode("utf-8")
-        fd = os.open(self.jsonl, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            drop_partial_tail(fd)
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        locked_append(self.jsonl, data)
         self._write_csv()
 
     def truncate_after(self, step: int) -> None:
