@@ -5,7 +5,9 @@
   the same-size base; ours in the left column, the paper's reported values in the right;
 * :func:`figure3`: (a) paired gain over base against optimizer steps, (b) deal rate against
   deal-only U~ (what a recipe trades);
-* :func:`training_curves`: reward, KL (k3), entropy, learning rate, ... from a run's step log;
+* :func:`training_curves`: reward, KL (k3), entropy, learning rate, ... from a run's step log, with the
+  episodes' per-step spread and a rolling mean where given;
+* :func:`ladder_curves`: the learning ladder's per-step mean reward, the rung beside its sabotaged twins;
 * :func:`pareto_figure`: one scenario's Pareto frontier, Nash and Kalai points and the deals reached.
 
 Every plotted number comes from this run's transcripts and logs (ours) or from
@@ -349,16 +351,20 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
 # Training curves, efficiency
 # ---------------------------------------------------------------------------------------------
 
-CURVE_COLUMNS = (("loss", "token NLL (warm-up)"), ("reward", "reward"), ("score", "score S"),
+CURVE_COLUMNS = (("loss", "loss (warm-up: token NLL)"), ("reward", "reward"), ("score", "score S"),
                  ("deal_rate", "deal rate"), ("kl", "KL (k3)"),
                  ("entropy", "entropy"), ("grad_norm", "grad norm"), ("lr", "learning rate"),
                  ("bad_parse_rate", "bad-parse rate"), ("turns", "turns"), ("advantage_abs_max", "max |advantage|"))
 
 
-def training_curves(log: pd.DataFrame, title: str = "", paper_kl: float | None = None) -> Figure:
+def training_curves(log: pd.DataFrame, title: str = "", paper_kl: float | None = None,
+                    spread: pd.DataFrame | None = None, rolling: pd.DataFrame | None = None) -> Figure:
     """Per-step curves of whichever logged columns exist (reward, S, deal rate, KL, entropy, ...).
 
-    ``paper_kl``: a reference line (the paper's logged KL at a comparable point, labelled)."""
+    ``paper_kl``: a reference line (the paper's logged KL at a comparable point, labelled).
+    ``spread``: :func:`negolib.diagnostics.training_step_spread` (per step and metric: the episodes'
+    min-max and interquartile range, drawn as two bands on the metric's panel). ``rolling``:
+    :func:`negolib.diagnostics.rolling_step_means` (its non-NaN ``rolling`` values drawn as a line)."""
     plt = _plt()
     cols = [(c, lab) for c, lab in CURVE_COLUMNS if c in log.columns and log[c].notna().any()]
     n = max(1, len(cols))
@@ -368,17 +374,58 @@ def training_curves(log: pd.DataFrame, title: str = "", paper_kl: float | None =
     x = log["step"] if "step" in log.columns else pd.Series(np.arange(len(log)))
     for ax, (c, lab) in zip(axes.ravel(), cols):
         ok = log[c].notna()
-        ax.plot(x[ok], log.loc[ok, c], "o-", ms=3)
+        band = spread[spread["metric"] == c].sort_values("step") if spread is not None else None
+        if band is not None and not band.empty:
+            ax.fill_between(band["step"], band["min"], band["max"], color="#1f77b4", alpha=0.10, lw=0,
+                            label="episodes: min-max")
+            ax.fill_between(band["step"], band["q25"], band["q75"], color="#1f77b4", alpha=0.25, lw=0,
+                            label="episodes: IQR")
+        ax.plot(x[ok], log.loc[ok, c], "o-", ms=3, color="#1f77b4", label="step mean")
+        roll = rolling[(rolling["metric"] == c) & rolling["rolling"].notna()] if rolling is not None else None
+        if roll is not None and not roll.empty:
+            ax.plot(roll["step"], roll["rolling"], "-", lw=2.2, color="#d62728", label="rolling mean")
         ax.set_title(lab, fontsize=10)
         ax.set_xlabel("step")
         if c == "kl" and paper_kl is not None:
             ax.axhline(paper_kl, ls=":", color="#b5412b", label=f"paper ({paper_kl:g})")
+        if len(ax.get_legend_handles_labels()[0]) > 1:
             ax.legend(fontsize=7)
     for ax in axes.ravel()[len(cols):]:
         ax.axis("off")
     if not cols:
         axes[0, 0].text(0.5, 0.5, "no logged steps", ha="center", transform=axes[0, 0].transAxes)
     fig.suptitle(title or "training log", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+LADDER_STYLE = {"rung": ("#1f77b4", "-", 2.4), "env_mask_zero": ("#d62728", "--", 1.4),
+                "shuffle_rewards": ("#9467bd", "-.", 1.4), "lr_zero": ("#ff7f0e", ":", 1.8),
+                "eval_initial": ("#2ca02c", (0, (1, 3)), 1.4)}
+
+
+def ladder_curves(curves: Mapping[str, Sequence[float]], optimum: float | None = None, window: int | None = None,
+                  title: str = "") -> Figure:
+    """Per-step mean training reward of the ladder's rung and its sabotaged twins, one line each.
+
+    ``curves``: run label -> mean episode reward per optimizer step (step 1 first); ``optimum``: the mean
+    reward of always naming the top level (a dotted reference); ``window``: shade the first and the last
+    ``window`` steps (the early and late windows the training gain compares)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    n_steps = max((len(v) for v in curves.values()), default=0)
+    if window and n_steps >= 2 * window:
+        ax.axvspan(0.5, window + 0.5, color="#999", alpha=0.15, lw=0, label="early / late window")
+        ax.axvspan(n_steps - window + 0.5, n_steps + 0.5, color="#999", alpha=0.15, lw=0)
+    for i, (label, ys) in enumerate(curves.items()):
+        color, ls, lw = LADDER_STYLE.get(label, (f"C{i}", "-", 1.4))
+        ax.plot(np.arange(1, len(ys) + 1), ys, ls=ls, lw=lw, color=color, label=label)
+    if optimum is not None:
+        ax.axhline(optimum, ls=":", color="k", lw=1, label=f"optimum ({optimum:.3f})")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("mean episode reward")
+    ax.set_title(title or "learning ladder: the CI rung and its sabotaged twins", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -420,4 +467,5 @@ def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, 
     return fig
 
 
-__all__ = ["figure1", "figure2", "figure3", "ledger_frames", "pareto_figure", "training_curves", "arm_steps"]
+__all__ = ["figure1", "figure2", "figure3", "ledger_frames", "pareto_figure", "training_curves", "arm_steps",
+           "ladder_curves"]

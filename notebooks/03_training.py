@@ -23,14 +23,24 @@
 # This notebook runs every training run of the profile (resumably: an interrupted run continues from
 # its last complete checkpoint) and plots the logged curves of reward, score, deal rate, KL and
 # entropy (the paper's App. D diagnostics). Checkpoints become the `trained` seller arms of notebook 4.
+# First, a positive control: the learning ladder's CI rung shows that this GRPO path learns a task
+# with a known optimum, and that each of four sabotaged twins of it does not.
 
 # %%
+import importlib.util
+import time
+from pathlib import Path
+
+import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import ModelCache, train_run
 from negolib.book import open_book
-from negolib.plots import training_curves
+from negolib.diagnostics import rolling_step_means, training_step_spread
+from negolib.plots import ladder_curves, training_curves
+from negolib.stats import fmt_ci
 from negolib.tables import simple_table, training_summary, training_table
+from negolib.transcripts import TranscriptStore
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -41,6 +51,89 @@ B = open_book(params_path, output_dir or None)
 P, paper = B.params, B.paper
 runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds] if P.training.enabled else []
 print(f"profile {P.profile!r}: {len(runs)} training run(s):", ", ".join(f"{r} (seed {s})" for r, s in runs) or "none")
+
+# %% [markdown]
+# ## Does GRPO learn? The learning ladder's CI rung
+# Everything below trusts one claim: this GRPO path makes a policy better. Wiring bugs in RL
+# harnesses can silently turn training into a no-op, so before the book's own run we train a case
+# whose answer is known. The *rung* (`negolib.training.ladder`) builds a tiny Llama from a config
+# and trains it through the project's real path (`build_run`: TRL's `GRPOTrainer`, the multi-turn
+# `rollout_func`, `env_mask`, the leave-one-out advantage, the k3 KL term) on a one-turn counter:
+# each of its few action tokens is a whole COUNTER at one concession level, the buyer accepts any
+# offer, so the reward rises with the price named and the optimum is the top level, which the
+# random initial model names only about one time in nine. Two criteria, both with 99% cluster-
+# bootstrap intervals: the mean reward of the last 3 steps exceeds that of the first 3 (the
+# *training gain*, paired by scenario and rollout slot), and the final checkpoint, reloaded as an
+# `hf` evaluation arm the way a `trained` arm is loaded, outscores the initial weights on 32 paired
+# evaluation scenarios (the *evaluation gain*). "Learned" means both intervals exclude zero.
+#
+# A test that cannot fail proves nothing, so each *sabotaged twin* breaks one wire and must fail:
+# * `env_mask_zero`: every `env_mask` TRL receives is 0, so no generated token is in the loss (the
+#   bug of a mask that hides the policy's own tokens): no gradient, the weights do not move;
+# * `shuffle_rewards`: rewards are permuted within each GRPO group, so the advantage no longer
+#   belongs to the rollout that earned it: the weights move, but in no consistent direction;
+# * `lr_zero`: the learning rate is 0 once training starts: gradients flow, no step is taken
+#   (its curve is the same as `env_mask_zero`'s: an unchanged policy draws the same samples);
+# * `eval_initial`: training is the rung's own (its curve is the rung's), but the evaluated arm is
+#   served from the initial weights (the bug of inference on the base model): no evaluation gain.
+#
+# `tests/test_learning_ladder.py` asserts exactly this in `make test` (the rung learns on both
+# criteria; no twin does). Here the same runs are shown on the profile's seed; the table says
+# whether each run behaved as required. The ladder's runs are written under `ladder/`.
+
+# %%
+if importlib.util.find_spec("torch") and importlib.util.find_spec("trl"):
+    from negolib.training.ladder import SABOTAGES, evaluate_rung, train_rung
+
+    t0, ladder_dir = time.perf_counter(), B.paths.root / "ladder"
+    trained = train_rung(ladder_dir / "rung", seed=P.seed)
+    ladder = {"rung": evaluate_rung(trained)}
+    for sab in SABOTAGES:  # eval_initial shares the rung's training; only its evaluated arm differs
+        ladder[sab] = evaluate_rung(trained if sab == "eval_initial" else
+                                    train_rung(ladder_dir / sab, seed=P.seed, sabotage=sab), sab)
+    print(f"learning ladder: the rung and {len(SABOTAGES)} twins in {time.perf_counter() - t0:.0f} s (seed {P.seed})")
+else:
+    ladder = {}
+    print("torch or trl is not installed: the learning ladder needs both")
+
+# %%
+if ladder:
+    rows = []
+    for name, r in ladder.items():
+        t, must = r.training, name == "rung"
+        rows.append({"run": name, "must learn": "yes" if must else "no",
+                     "training gain [99% CI]": fmt_ci(t.train_gain.estimate, t.train_gain.ci_low, t.train_gain.ci_high),
+                     "evaluation gain [99% CI]": fmt_ci(r.eval_gain.estimate, r.eval_gain.ci_low, r.eval_gain.ci_high),
+                     "S initial -> evaluated": f"{pd.Series(r.eval_initial).mean():.3f} -> "
+                                               f"{pd.Series(r.eval_trained).mean():.3f}",
+                     "max weight change": f"{t.weight_change:.2g}",
+                     "learned": "yes" if r.learned else "no",
+                     "as required": "yes" if r.learned == must else "NO"})
+    spec = trained.spec
+    display(B.save_table(simple_table(
+        "learning_ladder", "Learning ladder: the CI rung and its sabotaged twins (ours)",
+        pd.DataFrame(rows).set_index("run"),
+        caption=f"{spec.steps} steps of {spec.scenarios} scenarios x {spec.rollouts} rollouts; gains: late "
+                f"{spec.window} steps minus early {spec.window} (training reward) and reloaded checkpoint minus "
+                f"initial weights on {spec.eval_scenarios} paired scenarios (score S); optimum S "
+                f"{ladder['rung'].eval_optimum:.3f}.")))
+    B.save_figure(ladder_curves({name: r.training.step_means for name, r in ladder.items()},
+                                optimum=trained.train_optimum, window=spec.window), "learning_ladder")
+
+# %% [markdown]
+# What learning looks like in the curves of the next sections: the rung's own training log, drawn
+# exactly as the book's runs are below (step means, the spread of each step's 32 episodes, the rolling
+# mean). In a run that learns, the reward's rolling mean climbs toward the optimum while the spread of
+# the step's episodes narrows, the KL to the initial policy grows and the entropy falls; compare the
+# twins' flat curves above.
+
+# %%
+if ladder:
+    rung_log = pd.DataFrame(trained.log)
+    rung_episodes = TranscriptStore(Path(trained.checkpoint).parents[1] / "transcripts" / "train.jsonl").iter_raw()
+    B.save_figure(training_curves(rung_log, f"learning ladder rung (seed {P.seed}): training log",
+                                  spread=training_step_spread(rung_episodes), rolling=rolling_step_means(rung_log)),
+                  "learning_ladder_rung_curves")
 
 # %% [markdown]
 # ## Run (or resume) every training run
@@ -71,8 +164,6 @@ rows = [{"run": r, "seed": s, "demonstrations": summ.get("demonstrations"), "ste
          "learning rate": summ.get("config", {}).get("learning_rate")}
         for (r, s), (summ, _, _) in warm.items() if summ]
 if rows:
-    import pandas as pd
-
     display(B.save_table(simple_table("warmup", "Format warm-up per run (ours)",
                                       pd.DataFrame(rows).set_index(["run", "seed"]).round(4))))
 else:
@@ -93,6 +184,14 @@ for (r, s), (summ, wlog, demos) in warm.items():
 # bad-parse rate and episode length. The dotted line on the KL panel is the paper's logged KL at the
 # end of its 2.3B shared-LR continuation (App. D), for scale only.
 #
+# A step's mean hides how much its episodes differ, and a few steps of a few episodes are noisy. On
+# the reward, score and bad-parse panels the bands show the spread of the step's own episodes (read
+# from the run's training transcripts, error trajectories left out as they are left out of the
+# update): light, min to max; dark, the interquartile range. A deal is 0 or 1 per episode and the KL is
+# logged per step only, so those panels have no band. The red line is the trailing rolling mean over
+# `rolling_window` steps (drawn once a run has that many steps): a trend has to show in it, not in
+# one step.
+#
 # The last panel, max |advantage|, is the largest leave-one-out advantage of the step. With NeMo-RL's
 # estimator (the paper's), a group whose *other* rollouts nearly tie divides by a standard deviation
 # near 1e-6, so one differing reward gets an advantage of 10^4 or more and dominates that step's loss
@@ -100,10 +199,13 @@ for (r, s), (summ, wlog, demos) in warm.items():
 # 0 = NeMo-RL, as in every profile here) floors that deviation when you want to rule this out.
 
 # %%
+rolling_window = 3
 for run, seed in runs:
     log = B.training_log(run, seed)
+    episodes = TranscriptStore(B.training_dir(run, seed) / "transcripts" / "train.jsonl").iter_raw()
     fig = training_curves(log, f"{run} (seed {seed}): training log",
-                          paper_kl=paper.get("training", "kl_end_of_continuation", "E2B"))
+                          paper_kl=paper.get("training", "kl_end_of_continuation", "E2B"),
+                          spread=training_step_spread(episodes), rolling=rolling_step_means(log, window=rolling_window))
     B.save_figure(fig, f"training_{run}_seed{seed}")
 
 # %% [markdown]

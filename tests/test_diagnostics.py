@@ -381,3 +381,70 @@ def test_protocol_hash_of_stamped_records_reaches_every_table():
     res = ClusterResampler.from_frame(df, 100, seed=0)
     assert (decomposition_table(df, "base", ["rl"], res, refine=False)["protocol_hash"] == h).all()
     assert (guards_table(df, "base", "rl")["protocol_hash"] == h).all()
+
+
+# -- training curves: per-step spread of a run's episodes, rolling means ---------------------------
+
+def _train_rec(step: int, *texts: str, seed: int = 5_000_053, rank: int = 0, status: str | None = None) -> dict:
+    """A training transcript record (as :meth:`negolib.training.rollout.Trajectory.record` writes one)."""
+    ep = Episode(car(seed), short(1))
+    for t in texts:
+        ep.step(t)
+    rec = ep.record(arm=f"run|step{step}|r{rank}", seller="policy", buyer="b")
+    excluded = status == "error"
+    if status is not None:
+        rec["status"] = status
+    out = rec["outcome"]
+    reward = None if excluded else (out["reward"] if out and status is None else -ep.config.no_deal_penalty)
+    rec["training"] = {"reward": reward, "excluded": excluded}
+    rec["step"] = step
+    return rec
+
+
+def test_training_step_spread_per_step_quartiles_without_error_trajectories():
+    from negolib.diagnostics import SPREAD_COLS, training_step_spread
+
+    deals = [_train_rec(1, counter(("price", p)), accept(), rank=k) for k, p in enumerate((40, 45, 50, 55))]
+    bad = _train_rec(1, "no action here", "Please offer.", rank=4)  # a bad parse: no deal
+    cut = _train_rec(2, counter(("price", 45)), rank=0, status="truncated")  # a driver cut: the floor
+    err = _train_rec(2, counter(("price", 50)), accept(), rank=1, status="error")  # left out
+    later = _train_rec(2, counter(("price", 50)), accept(), rank=2)
+    df = training_step_spread([later, err, cut, bad, *deals])
+    assert list(df.columns) == SPREAD_COLS
+    assert list(zip(df["step"], df["metric"])) == [(1, "reward"), (1, "score"), (1, "bad_parse_rate"),
+                                                   (2, "reward"), (2, "score"), (2, "bad_parse_rate")]
+    one = df[df["step"] == 1].set_index("metric")
+    rewards = [r["training"]["reward"] for r in [*deals, bad]]
+    assert one.loc["reward", "n"] == 5 and one.loc["reward", "mean"] == pytest.approx(np.mean(rewards))
+    assert one.loc["reward", "min"] == pytest.approx(min(rewards)) and one.loc["reward", "max"] == max(rewards)
+    assert one.loc["reward", "q25"] == pytest.approx(np.quantile(rewards, 0.25))
+    assert one.loc["reward", "median"] == pytest.approx(np.median(rewards))
+    scores = [r["outcome"]["score"] for r in [*deals, bad]]
+    assert one.loc["score", "q75"] == pytest.approx(np.quantile(scores, 0.75))
+    assert one.loc["bad_parse_rate", "mean"] == pytest.approx(1 / 5) and one.loc["bad_parse_rate", "max"] == 1.0
+    two = df[df["step"] == 2].set_index("metric")
+    penalty = EnvConfig().no_deal_penalty
+    assert two.loc["reward", "n"] == 2  # the error trajectory is not in the spread
+    assert two.loc["score", "min"] == pytest.approx(-penalty)  # the cut episode scores the floor
+    assert two.loc["score", "max"] == pytest.approx(later["outcome"]["score"])
+    assert training_step_spread([err]).empty and list(training_step_spread([]).columns) == SPREAD_COLS
+    with pytest.raises(ValueError, match="no 'step'"):
+        training_step_spread([play(car(), counter(("price", 45)), accept())])
+
+
+def test_rolling_step_means_start_after_a_full_window():
+    from negolib.diagnostics import rolling_step_means
+
+    log = pd.DataFrame({"step": [3, 1, 2, 4], "reward": [0.3, 0.1, 0.2, 0.4], "kl": [0.0, 0.0, None, 0.6],
+                        "loss": [1.0, 1.0, 1.0, 1.0]})
+    df = rolling_step_means(log, window=2)
+    assert set(df["metric"]) == {"reward", "kl"}  # only the curve metrics present in the log
+    r = df[df["metric"] == "reward"]
+    assert list(r["step"]) == [1, 2, 3, 4]
+    assert np.isnan(r["rolling"].iloc[0]) and list(r["rolling"].iloc[1:].round(6)) == [0.15, 0.25, 0.35]
+    k = df[df["metric"] == "kl"]  # a missing value is skipped, not averaged in as 0
+    assert list(k["step"]) == [1, 3, 4] and list(k["rolling"].iloc[1:].round(6)) == [0.0, 0.3]
+    assert rolling_step_means(log.head(2), window=3)["rolling"].isna().all()  # too few steps: no line
+    assert rolling_step_means(pd.DataFrame(), window=3).empty
+    with pytest.raises(ValueError):
+        rolling_step_means(log, window=0)

@@ -168,3 +168,55 @@ def test_paper_reported_with_a_key_given_twice_is_refused(tmp_path):
     path.write_text("arms:\n  base: {score: 0.1}\n  base: {score: 0.9}\n", encoding="utf-8")
     with pytest.raises(ValidationError, match=r"paper_reported\.yaml.*arms\.base.*given twice"):
         load_paper_reported(path)
+
+
+def _lines(ax) -> dict[str, object]:
+    return {ln.get_label(): ln for ln in ax.get_lines()}
+
+
+def test_training_curves_draw_the_episode_spread_and_a_rolling_mean():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+
+    from negolib.diagnostics import rolling_step_means
+    from negolib.plots import training_curves
+
+    steps = np.arange(1, 7)
+    log = pd.DataFrame({"step": steps, "reward": steps / 10, "score": steps / 8, "deal_rate": 0.5,
+                        "kl": steps / 100, "bad_parse_rate": 0.1, "entropy": 1.0})
+    spread = pd.DataFrame([{"step": s, "metric": m, "n": 4, "mean": s / 10, "min": 0.0, "q25": s / 20,
+                            "median": s / 10, "q75": s / 5, "max": 1.0}
+                           for s in steps for m in ("reward", "score", "bad_parse_rate")])
+    fig = training_curves(log, "run", paper_kl=0.02, spread=spread, rolling=rolling_step_means(log, window=3))
+    axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert list(axes) == ["reward", "score S", "deal rate", "KL (k3)", "entropy", "bad-parse rate"]
+    for title in ("reward", "score S", "bad-parse rate"):  # two bands: min-max and the IQR
+        assert len(axes[title].collections) == 2
+        assert {"step mean", "rolling mean"} <= set(_lines(axes[title]))
+    for title in ("deal rate", "KL (k3)"):  # no per-episode band, a rolling mean all the same
+        assert not axes[title].collections and "rolling mean" in _lines(axes[title])
+    assert "rolling mean" not in _lines(axes["entropy"])
+    roll = _lines(axes["reward"])["rolling mean"]
+    assert list(roll.get_xdata()) == [3, 4, 5, 6] and np.allclose(roll.get_ydata(), [0.2, 0.3, 0.4, 0.5])
+    short = training_curves(log.head(2), rolling=rolling_step_means(log.head(2), window=3))
+    assert all("rolling mean" not in _lines(ax) for ax in short.axes)  # too few steps: no rolling line
+    assert len(training_curves(log).axes[0].collections) == 0  # no spread given: the plain curves
+
+
+def test_ladder_curves_draw_one_line_per_run_and_the_optimum():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from negolib.plots import ladder_curves
+
+    curves = {"rung": [0.1, 0.3, 0.5, 0.6, 0.7, 0.7], "env_mask_zero": [0.1, 0.1, 0.2, 0.1, 0.1, 0.2],
+              "lr_zero": [0.1, 0.1, 0.2, 0.1, 0.1, 0.2]}
+    fig = ladder_curves(curves, optimum=0.75, window=2)
+    (ax,) = fig.axes
+    lines = _lines(ax)
+    assert {"rung", "env_mask_zero", "lr_zero", "optimum (0.750)"} == set(lines)
+    assert list(lines["rung"].get_ydata()) == curves["rung"] and list(lines["rung"].get_xdata()) == [1, 2, 3, 4, 5, 6]
+    assert len(ax.patches) == 2  # the early and the late window
+    assert len(ladder_curves(curves).axes[0].patches) == 0
