@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -426,25 +426,36 @@ def _failed_source(nb_path: Path) -> str | None:
 
 
 def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str,
-                     folder: Path = NOTEBOOK_DIR, timeout_s: float | None = None) -> Path:
-    """Execute one notebook with papermill into ``output_dir/notebooks``; raise :class:`BookError`."""
+                     folder: Path = NOTEBOOK_DIR, timeout_s: float | None = None,
+                     heartbeat: Callable[[str], None] | None = None, heartbeat_s: float = 30.0) -> Path:
+    """Execute one notebook with papermill into ``output_dir/notebooks``; raise :class:`BookError`.
+
+    With ``heartbeat``, a line naming the running cell, its elapsed time and its last printed line
+    (the notebook's own progress bar) is passed to it every ``heartbeat_s`` seconds
+    (:class:`negolib.book_progress.CellHeartbeat`); papermill then autosaves at least that often."""
     import nbformat
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    from negolib.book_progress import CellHeartbeat
 
     out_nb = output_dir / "notebooks" / f"{name}.ipynb"
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     nb = source_notebook(name, folder)
     nb.metadata["kernelspec"] = {"name": kernel, "display_name": "Python 3", "language": "python"}
-    extra = {"execution_timeout": int(timeout_s)} if timeout_s else {}
+    extra: dict[str, Any] = {"execution_timeout": int(timeout_s)} if timeout_s else {}
+    if heartbeat is not None:
+        extra["autosave_cell_every"] = max(1, int(heartbeat_s))
+    beat = CellHeartbeat(out_nb, name, heartbeat, heartbeat_s) if heartbeat is not None else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="negobook-") as tmp:
         src_nb = Path(tmp) / f"{name}.ipynb"
         nbformat.write(nb, src_nb)
         try:
-            pm.execute_notebook(str(src_nb), str(out_nb), parameters={"params_path": str(params_path),
-                                                                      "output_dir": str(output_dir)},
-                                kernel_name=kernel, cwd=str(folder), progress_bar=False, log_output=False,
-                                **extra)
+            with beat:
+                pm.execute_notebook(str(src_nb), str(out_nb), parameters={"params_path": str(params_path),
+                                                                          "output_dir": str(output_dir)},
+                                    kernel_name=kernel, cwd=str(folder), progress_bar=False, log_output=False,
+                                    **extra)
         except PapermillExecutionError as exc:
             raise BookError(name, _source_index(nb, exc.source), _first_line(exc.source),
                             f"{exc.ename}: {exc.evalue}", out_nb) from None
@@ -458,11 +469,14 @@ def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str
 
 def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
              output_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
-             folder: str | Path | None = None, raise_on_error: bool = False) -> BookResult:
+             folder: str | Path | None = None, raise_on_error: bool = False,
+             heartbeat_s: float = 30.0) -> BookResult:
     """Execute the book's notebooks in order on a profile; see the module docstring.
 
     ``notebooks``: names or prefixes (default: all). ``resume``: skip notebooks already executed
-    successfully for the same profile, notebook source and upstream runs. Returns a
+    successfully for the same profile, notebook source and upstream runs. With ``progress`` a bar
+    over notebooks, and every ``heartbeat_s`` seconds a line naming the running cell, its elapsed
+    time and its last printed line, so a long notebook never sits silent. Returns a
     :class:`BookResult`; with ``raise_on_error`` a failure raises :class:`BookError` instead.
     """
     from tqdm.auto import tqdm
@@ -500,7 +514,8 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
         t = time.time()
         timeout = params.budgets.cell_timeout_s
         try:
-            execute_notebook(name, params_path, paths.root, kernel, folder, timeout)
+            execute_notebook(name, params_path, paths.root, kernel, folder, timeout,
+                             heartbeat=tqdm.write if progress else None, heartbeat_s=heartbeat_s)
         except BookError as exc:
             error = exc
             state["notebooks"][name] = {"status": "failed", "key": key, "error": str(exc)}

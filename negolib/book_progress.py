@@ -1,0 +1,122 @@
+"""The book runner's heartbeat: a long notebook never leaves the terminal silent.
+
+Contract: while papermill executes a notebook it autosaves the executed copy (at every cell start and
+end, and every few seconds while a cell prints); :class:`CellHeartbeat` re-reads that copy every
+``every_s`` seconds in a background thread and writes one line naming the running cell (its index
+among code cells, its first source line), how long it has run, and the last line it printed (for
+example the notebook's own progress bar). :func:`running_cell` is the pure part: notebook JSON in,
+a :class:`CellStatus` out.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+MAX_LINE_CHARS = 100
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    """The cell papermill marks as running: 1-based index among code cells, of ``n_cells``."""
+
+    index: int
+    n_cells: int
+    first_line: str
+    elapsed_s: float
+    last_output: str
+
+    def line(self, notebook: str) -> str:
+        """One terminal line, e.g. ``03_training: cell 7/21 `train_all(...)` running 4m05s | steps: 50%``."""
+        m, s = divmod(int(self.elapsed_s), 60)
+        text = f"{notebook}: cell {self.index}/{self.n_cells} `{_cut(self.first_line, 50)}` running {m}m{s:02d}s"
+        if self.last_output:
+            text += f" | {_cut(self.last_output, MAX_LINE_CHARS)}"
+        return text
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _source(cell: Mapping[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def _last_output_line(cell: Mapping[str, Any]) -> str:
+    """The last non-empty line the cell printed: a stream's text (a tqdm bar's latest state after its
+    last carriage return) or a display's ``text/plain``."""
+    for out in reversed(cell.get("outputs", [])):
+        if out.get("output_type") == "stream":
+            text = _source({"source": out.get("text", "")})
+        else:
+            text = _source({"source": out.get("data", {}).get("text/plain", "")})
+        for line in reversed(text.replace("\r", "\n").splitlines()):
+            if line.strip():
+                return line.strip()
+    return ""
+
+
+def running_cell(nb: Mapping[str, Any], now: datetime) -> CellStatus | None:
+    """The running code cell of a papermill notebook (JSON as a dict) at time ``now`` (aware), or None."""
+    code = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    for i, cell in enumerate(code, 1):
+        meta = cell.get("metadata", {}).get("papermill", {})
+        if meta.get("status") != "running":
+            continue
+        started = meta.get("start_time")
+        elapsed = 0.0
+        if started:
+            t0 = datetime.fromisoformat(str(started))
+            if t0.tzinfo is None:
+                t0 = t0.replace(tzinfo=timezone.utc)
+            elapsed = max(0.0, (now - t0).total_seconds())
+        first = next((ln.strip() for ln in _source(cell).splitlines() if ln.strip()), "")
+        return CellStatus(i, len(code), first, elapsed, _last_output_line(cell))
+    return None
+
+
+class CellHeartbeat:
+    """Context manager: every ``every_s`` seconds write ``running_cell(...).line(notebook)`` of the
+    autosaved ``executed`` notebook with ``write`` (nothing while no cell runs or the file is being
+    rewritten). The thread is a daemon and stops when the block exits."""
+
+    def __init__(self, executed: str | Path, notebook: str, write: Callable[[str], None],
+                 every_s: float = 30.0) -> None:
+        self.path, self.notebook, self.write, self.every_s = Path(executed), notebook, write, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{notebook}", daemon=True)
+
+    def beat(self) -> str | None:
+        """Write (and return) one line now, if a cell is running."""
+        try:
+            nb = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # not written yet, or caught mid-rewrite: try again next beat
+            return None
+        status = running_cell(nb, datetime.now(timezone.utc))
+        if status is None:
+            return None
+        line = status.line(self.notebook)
+        self.write(line)
+        return line
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.beat()
+
+    def __enter__(self) -> CellHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+__all__ = ["CellHeartbeat", "CellStatus", "running_cell"]

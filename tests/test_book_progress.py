@@ -1,0 +1,58 @@
+"""The book runner's heartbeat: the running cell, its elapsed time and its last printed line."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from negolib.book import ensure_kernel, execute_notebook
+from negolib.book_progress import CellStatus, running_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "params" / "smoke.yaml"
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def _cell(source: str, status: str, start: datetime | None = None, outputs: list | None = None) -> dict:
+    meta = {"papermill": {"status": status, "start_time": start.isoformat() if start else None}}
+    return {"cell_type": "code", "source": source, "metadata": meta, "outputs": outputs or []}
+
+
+def test_running_cell_names_index_source_elapsed_and_last_output():
+    bar = {"output_type": "stream", "name": "stderr",
+           "text": "episodes:  10%|#         | 1/10\repisodes:  40%|####      | 4/10"}
+    nb = {"cells": [
+        {"cell_type": "markdown", "source": "# title", "metadata": {}},
+        _cell("x = 1", "completed", NOW - timedelta(minutes=9)),
+        _cell("\n# train\nresult = train_all(P)\n", "running", NOW - timedelta(seconds=245), [bar]),
+        _cell("show(result)", "pending"),
+    ]}
+    s = running_cell(nb, NOW)
+    assert s == CellStatus(2, 3, "# train", 245.0, "episodes:  40%|####      | 4/10")
+    assert s.line("03_training") == ("03_training: cell 2/3 `# train` running 4m05s | "
+                                     "episodes:  40%|####      | 4/10")
+    display = {"output_type": "display_data", "data": {"text/plain": ["steps: 3/4\n", "\n"]}}
+    nb["cells"][2]["outputs"].append(display)
+    assert running_cell(nb, NOW).last_output == "steps: 3/4"
+
+
+def test_no_running_cell_means_no_line():
+    assert running_cell({"cells": [_cell("x", "completed", NOW)]}, NOW) is None
+    assert running_cell({"cells": []}, NOW) is None
+
+
+def test_a_long_cell_reports_while_it_runs(tmp_path):
+    """A notebook whose one cell runs ~4 s while printing progress: the heartbeat (every second) names the
+    cell and shows what it printed, before the cell ends."""
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    (folder / "01_environment.py").write_text(
+        '# %% tags=["parameters"]\nparams_path = ""\noutput_dir = ""\n\n'
+        "# %%\nimport sys, time\nfor i in range(8):\n    print(f'step {i}/8', flush=True)\n    time.sleep(0.5)\n")
+    lines: list[str] = []
+    execute_notebook("01_environment", SMOKE, tmp_path / "out", ensure_kernel(), folder,
+                     heartbeat=lines.append, heartbeat_s=1)
+    assert lines, "no heartbeat while the cell ran"
+    # cells: parameters, the parameters papermill injects, ours
+    assert all(ln.startswith("01_environment: cell 3/3 `import sys, time` running ") for ln in lines)
+    assert any("| step " in ln for ln in lines)
