@@ -19,7 +19,8 @@ EXPECTED = {
     "01_environment": ["The nine domains", "Domain `car`", "Eq. 1 on example outcomes", "image/png"],
     "02_setup": ["Arm matrix", "The paired evaluation scenario set", "Sampling settings", "GRPO recipe",
                  "Table 8", "Chat-template turn tags"],
-    "03_training": ["Format warm-up per run (ours)", "Training diagnostics (App. D)", "image/png"],
+    "03_training": ["Learning ladder: the CI rung and its sabotaged twins (ours)", "Format warm-up per run (ours)",
+                    "Training diagnostics (App. D)", "image/png"],
     "04_evaluation": ["protocol", "Pilot gate", "Episodes in the transcript store"],
     "05_results": ["Primary family", "Table 1", "Table 2", "Openings", "image/png"],
     "06_appendix_b_c": ["Table 3", "Table 4", "Held-out panel", "image/png"],
@@ -81,7 +82,11 @@ def test_smoke_outputs_on_disk(smoke_book):
     out = smoke_book.output_dir
     for name in ("table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8", "table9"):
         assert (out / "tables" / f"{name}.csv").exists() and (out / "tables" / f"{name}.md").exists(), name
-    for fig in ("figure1_ledger", "figure2", "figure3", "pareto_frontier"):
+    for fig in ("figure1_ledger", "figure2", "figure3", "pareto_frontier", "learning_ladder"):
         assert (out / "figures" / f"{fig}.png").exists(), fig
+    import pandas as pd
+
+    ladder = pd.read_csv(out / "tables" / "learning_ladder.csv")
+    assert len(ladder) == 5 and set(ladder["as required"]) == {"yes"}, ladder  # the rung learns, no twin does
     assert (out / "transcripts" / "evaluation.jsonl").exists()
     assert (out / "evaluation" / "protocol.yaml").exists()
