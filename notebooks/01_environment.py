@@ -40,11 +40,12 @@
 import pandas as pd
 from IPython.display import Markdown, display
 
-from negolib.book import BuyerSession, EpisodeExplorer, open_book
+from negolib.book import open_book
 from negolib.domains import load_domains
 from negolib.env import EnvConfig, reward
 from negolib.plots import figure1
 from negolib.tables import domain_table, domains_overview, simple_table
+from negolib.widgets import BuyerSession, EpisodeExplorer
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -154,8 +155,12 @@ explorer.widget(seller=seller, buyer=buyer)
 # %% [markdown]
 # ## Interactive: play the buyer
 # You are the buyer on the car domain against a configured seller. Your private preferences are
-# below; write two or three sentences, name terms as `name=value` lines and press COUNTER, or ACCEPT
-# the current ledger. The seller's utility is revealed when the episode ends.
+# below. The game has one control per term of the schema: a slider within the term's range (its unit
+# beside it) for a continuous term, a dropdown of its levels for the others. Tick the terms your
+# counter names (changing a value ticks it; unticked terms stay as they are on the ledger), write two
+# or three sentences and press COUNTER; or press ACCEPT to take the current ledger, which closes the
+# deal only when the seller's last turn was a COUNTER (the status line says when an ACCEPT would be
+# an invalid action). The seller's utility is revealed when the episode ends.
 
 # %%
 session = BuyerSession(B, seller=seller, domain="car", seed=5_000_053, cache=explorer.cache)
