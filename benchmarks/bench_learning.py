@@ -1,0 +1,320 @@
+"""Benchmark: the learning ladder's negotiation rung (issue 14 item 1). Does GRPO make SmolLM2 negotiate better?
+
+SmolLM2-135M-Instruct (the packaged model) first gets the project's format warm-up
+(:func:`negolib.training.warmup.run_format_warmup`: scripted sellers' turns against the book's training buyers,
+Conceder 80% / Boulware 20%, lr 2e-4, batch 4), cached under ``--work-dir`` so a rerun skips it. The warmed-up
+model is then trained with the project's GRPO path (:func:`negolib.training.grpo.build_run`: TRL's
+``GRPOTrainer``, the multi-turn ``rollout_func``, ``env_mask``, leave-one-out advantages, the k3 KL term)
+against a scripted buyer with a known exploitable rule, and the trained checkpoint and the warmed-up start are
+both loaded as ``hf`` arms through the agent factory and played on the same paired held-out scenarios.
+
+The buyer (:class:`negolib.training.ladder.AcceptingBuyer`) accepts whatever the seller's opening COUNTER
+names, on its first turn; a seller turn that does not parse gets "Please make me an offer." and, in one-round
+episodes, no deal (score -0.3). So the best play is one parseable opening that names the seller's ideal value
+of every term it names (an unnamed term scores at its default, half its weight; a term at the seller's worst
+value scores 0): an untrained seller leaves value on the table and GRPO has a known optimum (S = 1) to climb
+toward. Episodes are one round, in the training environment (terms on an ACCEPT applied), on the training
+scaffold, in both training and evaluation.
+
+Evaluation: ``--eval-episodes`` scenarios on the reserved evaluation seeds (one seed each, the eight training
+domains in rotation), the same for both arms, sampled with the same seeds (common random numbers: arms with
+identical weights play identical episodes). The gain is mean score S (trained) minus mean S (start), with a
+95% percentile cluster-bootstrap interval over seeds (:func:`negolib.training.ladder.paired_gain`, negolib's
+``ClusterResampler``). Printed last, one line::
+
+    LEARNING: gain +x.xxx [lo, hi] over N paired episodes, T s
+
+GRPO micro-batches are 2 episodes (8 episodes of ~830 tokens in one forward/backward took SmolLM2 past 17 GB and
+the kernel's OOM killer). ``--quick`` is meant to fit 15 minutes on 2 cores including the warm-up (see the README
+for what was measured); ``--dry-run`` runs every phase on a tiny random
+model in seconds (the gain is then noise around 0: nothing parses). Results measured on this host are in
+benchmarks/README.md ("Negotiation rung (issue 14)").
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One preset of the benchmark (``--quick``, the default, ``--dry-run``); flags override fields."""
+
+    model: str = "smollm2-135m-instruct"
+    # format warm-up (the book's lr and batch; training scaffold only, the scaffold this rung plays)
+    warmup_demos: int = 96
+    warmup_lr: float = 2e-4
+    warmup_batch: int = 4
+    warmup_prompt_cap: int = 2048
+    # GRPO
+    steps: int = 24
+    scenarios: int = 2  # scenarios a step; x rollouts = episodes a step
+    rollouts: int = 4  # the GRPO group
+    lr: float = 3e-5
+    warmup_steps: int = 1
+    kl_beta: float = 0.04
+    loo_std_floor: float = 0.1  # bounds |A| when a group's other rollouts nearly tie (see TrainConfig)
+    max_new_tokens: int = 128
+    max_prompt_tokens: int = 1024
+    # evaluation
+    eval_episodes: int = 64
+    eval_batch: int = 32
+    n_resamples: int = 10_000
+    alpha: float = 0.05
+    seed: int = 0
+
+
+PRESETS = {
+    "full": Setting(),
+    "quick": Setting(warmup_demos=64, steps=8, lr=3e-5, eval_episodes=48),  # lr 1e-4 collapsed (README)
+    "dry": Setting(model="tiny", warmup_demos=4, warmup_prompt_cap=4096, steps=2, scenarios=2, rollouts=2,
+                   lr=1e-3, max_new_tokens=8, max_prompt_tokens=4096, eval_episodes=4, eval_batch=4,
+                   n_resamples=1000),
+}
+BUYER_MIXTURE_WARMUP = {"conceder": 0.8, "boulware": 0.2}  # the book's training buyers (params/default.yaml)
+
+
+def _log(msg: str, t0: float) -> None:
+    print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", flush=True)
+
+
+def _key(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------------
+# Phases
+# ---------------------------------------------------------------------------------------------
+
+
+def initial_model(s: Setting, work: Path) -> str:
+    """The folder of the model before the warm-up: the packaged SmolLM2 (converted once, cached outside the
+    repository) or, for the dry run, a tiny random Llama saved under ``work``."""
+    if s.model != "tiny":
+        from negolib.models import local_model_dir
+
+        return str(local_model_dir(s.model))
+    from negolib.models import tiny_causal_lm
+
+    folder = work / "tiny-initial"
+    if not (folder / "config.json").is_file():
+        model, tok = tiny_causal_lm(seed=s.seed)
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+    return str(folder)
+
+
+def warmed_up_model(s: Setting, init: str, work: Path, progress: bool) -> tuple[str, bool]:
+    """(folder of the warmed-up model, whether it came from the cache). The warm-up's settings and initial
+    model name its folder, so a rerun with the same settings skips it."""
+    from negolib.agents.scripted import make_scripted
+    from negolib.training.config import TrainConfig
+    from negolib.training.data import env_config, scenario_items
+    from negolib.training.warmup import WarmupConfig, run_format_warmup, warmup_ready
+
+    config = WarmupConfig(demonstrations=s.warmup_demos, learning_rate=s.warmup_lr, batch_size=s.warmup_batch,
+                          scaffolds=("training",), prompt_cap=s.warmup_prompt_cap, seed=s.seed)
+    run_dir = work / f"warmup-{_key([s.model, init if s.model == 'tiny' else '', asdict(config)])}"
+    cached = warmup_ready(run_dir)
+    tc = TrainConfig(buyer_mixture=BUYER_MIXTURE_WARMUP, train_seeds_per_domain=max(1, -(-s.warmup_demos // 24)),
+                     seed=s.seed, data_seed=s.seed)
+    # seed-major, so the demonstrations cycle through all eight training domains
+    items = sorted(scenario_items(tc, "train"), key=lambda it: (it.scenario.seed, it.scenario.domain.name))
+    buyers = {n: make_scripted(n, seed=s.seed) for n in BUYER_MIXTURE_WARMUP}
+    folder = run_format_warmup(init, run_dir, config, items, buyers, env_config(tc), progress=progress)
+    return str(folder), cached
+
+
+def train_config(s: Setting) -> Any:
+    """The GRPO run: one-round episodes against the accepting buyer, on the training scaffold."""
+    from negolib.training.config import TrainConfig
+    from negolib.training.ladder import BUYER
+
+    per_step = s.scenarios * s.rollouts
+    return TrainConfig(
+        scenarios_per_step=s.scenarios, rollouts_per_scenario=s.rollouts, micro_batch_size=min(per_step, 2),
+        max_steps=s.steps, learning_rate=s.lr, warmup_steps=s.warmup_steps, kl_beta=s.kl_beta,
+        loo_std_floor=s.loo_std_floor,
+        max_new_tokens=s.max_new_tokens, max_prompt_tokens=s.max_prompt_tokens,
+        max_context_tokens=s.max_prompt_tokens + s.max_new_tokens + 64, max_rollout_turns=1, max_rounds=1,
+        buyer_mixture={BUYER: 1.0}, train_seeds_per_domain=max(1, -(-s.steps * s.scenarios // 8)),
+        validate_every=0, save_every=s.steps, dtype="float32", seed=s.seed, data_seed=s.seed,
+    )
+
+
+def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[dict[str, Any]]]:
+    """GRPO from ``start`` through :func:`~negolib.training.grpo.build_run`; (final checkpoint, step log)."""
+    import shutil
+
+    from negolib.training.checkpoints import last_checkpoint
+    from negolib.training.grpo import build_run
+    from negolib.training.ladder import BUYER, AcceptingBuyer
+
+    shutil.rmtree(out, ignore_errors=True)
+    run = build_run(train_config(s), start, out, buyers={BUYER: AcceptingBuyer()}, progress=progress,
+                    resume=False)
+    run.trainer.train()
+    checkpoint = last_checkpoint(run.out_dir / "checkpoints")
+    if checkpoint is None:
+        raise RuntimeError(f"the run wrote no checkpoint under {run.out_dir / 'checkpoints'}")
+    return str(checkpoint), run.train_log.rows()
+
+
+def eval_scenarios(s: Setting) -> list[Any]:
+    """One scenario per reserved evaluation seed, the training domains in rotation (clusters = seeds)."""
+    from negolib.domains import load_domains
+    from negolib.scenarios import eval_seeds, make_scenario
+    from negolib.training.data import training_domains
+
+    doms, names = load_domains(), training_domains(None)
+    return [make_scenario(doms[names[i % len(names)]], seed) for i, seed in enumerate(eval_seeds(s.eval_episodes))]
+
+
+def evaluate(weights: str, s: Setting, scenarios: list[Any], seed: int) -> list[dict[str, Any]]:
+    """Records of the ``hf`` arm loaded from ``weights`` through the agent factory, one one-round episode per
+    scenario against the accepting buyer. Both arms play under one arm label and ``seed``, so they draw the
+    same random numbers."""
+    from negolib.agents.factory import ModelCache, build_agent
+    from negolib.params import AgentSpec, Sampling
+    from negolib.rollout import make_specs, run_episodes
+    from negolib.training.data import env_config
+    from negolib.training.ladder import BUYER, AcceptingBuyer
+
+    arm = "bench_seller"
+    c = train_config(s)
+    spec = AgentSpec(backend="hf", path=weights, scaffold="training", batch_size=s.eval_batch,
+                     prompt_cap=s.max_prompt_tokens,
+                     sampling=Sampling(c.temperature, c.top_p, c.top_k, s.max_new_tokens))
+    seller = build_agent(arm, spec, seed, cache=ModelCache(), role="seller")
+    specs = make_specs(arm, arm, [BUYER], scenarios, env_config(c))
+    res = run_episodes(specs, {arm: seller, BUYER: AcceptingBuyer()}, progress=False)
+    by_key = {(r["domain"], int(r["seed"])): r for r in res.records}
+    return [by_key[(sc.domain.name, sc.seed)] for sc in scenarios]
+
+
+def evaluate_cached(weights: str, s: Setting, scenarios: list[Any], seed: int, path: Path) -> tuple[list[Any], bool]:
+    """:func:`evaluate`, its records kept in ``path`` (JSON lines); (records, whether they came from there)."""
+    if path.is_file():
+        return [json.loads(line) for line in path.read_text().splitlines()], True
+    records = evaluate(weights, s, scenarios, seed)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tmp.replace(path)
+    return records, False
+
+
+def _summary(records: list[dict[str, Any]]) -> dict[str, float]:
+    import numpy as np
+
+    out = [r["outcome"] or {} for r in records]
+    scores = [float(o.get("score", float("nan"))) for o in out]
+    deals = [bool(o.get("deal")) for o in out]
+    utils = [float(o["seller_utility"]) for o in out if o.get("deal")]
+    named = [len((r["turns"][0].get("action") or {}).get("terms") or []) for r in records if r["turns"]]
+    return {"S": float(np.mean(scores)), "deal_rate": float(np.mean(deals)),
+            "utility_on_deals": float(np.mean(utils)) if utils else float("nan"),
+            "terms_named": float(np.mean(named)) if named else 0.0,
+            "errors": sum(r["status"] == "error" for r in records)}
+
+
+def _fmt(d: dict[str, float]) -> str:
+    return (f"S {d['S']:+.3f}, deal rate {d['deal_rate']:.2f}, seller utility on deals {d['utility_on_deals']:.3f}, "
+            f"terms named {d['terms_named']:.1f}, errors {d['errors']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="fits 15 minutes on 2 cores, warm-up included")
+    mode.add_argument("--dry-run", action="store_true", help="every phase on a tiny random model (seconds)")
+    ap.add_argument("--work-dir", default=".cache/bench_learning",
+                    help="warm-up cache and training runs (default: %(default)s)")
+    for name, typ in (("steps", int), ("scenarios", int), ("rollouts", int), ("lr", float), ("kl_beta", float),
+                      ("loo_std_floor", float),
+                      ("warmup_demos", int), ("max_new_tokens", int), ("eval_episodes", int),
+                      ("eval_batch", int), ("seed", int)):
+        ap.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help="override the preset")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
+    ap.add_argument("--json", default=None, help="write the result here as JSON")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    import numpy as np
+    import torch
+
+    from negolib.training.ladder import paired_gain
+
+    torch.set_num_threads(args.threads)
+    preset = "dry" if args.dry_run else "quick" if args.quick else "full"
+    s = replace(PRESETS[preset], **{k: v for k, v in vars(args).items()
+                                    if k in Setting.__dataclass_fields__ and v is not None})
+    progress = not args.no_progress
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    _log(f"preset {preset}: {s}", t0)
+
+    init = initial_model(s, work)
+    t = time.perf_counter()
+    start, cached = warmed_up_model(s, init, work, progress)
+    t_warm = time.perf_counter() - t
+    _log(f"format warm-up {'from the cache' if cached else 'done'}: {start} ({t_warm:.1f} s)", t0)
+
+    scenarios = eval_scenarios(s)
+    eval_seed = s.seed * 1_000_003 + 17
+    t = time.perf_counter()
+    eval_key = _key([start, [(x.domain.name, x.seed) for x in scenarios], eval_seed, s.max_new_tokens,
+                     s.max_prompt_tokens, s.eval_batch])
+    before, before_cached = evaluate_cached(start, s, scenarios, eval_seed, work / f"eval-start-{eval_key}.jsonl")
+    t_before = time.perf_counter() - t
+    _log(f"start (warmed-up) on {len(before)} evaluation episodes{' (from the cache)' if before_cached else ''}: "
+         f"{_fmt(_summary(before))} ({t_before:.1f} s)", t0)
+
+    t = time.perf_counter()
+    run_dir = work / f"run-{_key(asdict(s))}"
+    checkpoint, log = train(s, start, run_dir, progress)
+    t_train = time.perf_counter() - t
+    curve = " ".join(f"{row.get('reward', float('nan')):+.2f}" for row in log)
+    _log(f"GRPO: {s.steps} steps x {s.scenarios * s.rollouts} episodes at lr {s.lr:g} ({t_train:.1f} s); "
+         f"reward per step: {curve}", t0)
+
+    t = time.perf_counter()
+    after, _ = evaluate_cached(checkpoint, s, scenarios, eval_seed, run_dir / "eval-trained.jsonl")
+    t_after = time.perf_counter() - t
+    _log(f"trained on the same {len(after)} episodes: {_fmt(_summary(after))} ({t_after:.1f} s)", t0)
+
+    s_before = np.array([float(r["outcome"]["score"]) for r in before])
+    s_after = np.array([float(r["outcome"]["score"]) for r in after])
+    gain = paired_gain(s_after, s_before, s.n_resamples, s.seed, s.alpha)
+    total = time.perf_counter() - t0
+    result = {"preset": preset, "setting": asdict(s), "gain": gain.estimate, "ci_low": gain.ci_low,
+              "ci_high": gain.ci_high, "episodes": len(after), "clusters": gain.n_clusters,
+              "before": _summary(before), "after": _summary(after),
+              "step_rewards": [row.get("reward") for row in log], "checkpoint": checkpoint,
+              "seconds": {"warmup": t_warm, "warmup_cached": cached, "eval_before": t_before,
+                          "eval_before_cached": before_cached, "train": t_train,
+                          "eval_after": t_after, "total": total}}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"LEARNING: gain {gain.estimate:+.3f} [{gain.ci_low:+.3f}, {gain.ci_high:+.3f}] over {len(after)} "
+          f"paired episodes, {total:.0f} s", flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
