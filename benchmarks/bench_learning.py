@@ -72,11 +72,14 @@ class Setting:
     n_resamples: int = 10_000
     alpha: float = 0.05
     seed: int = 0
+    # the game: one domain (train seeds and reserved evaluation seeds of it) or, with "", the eight in rotation
+    domain: str = "software_license"
+    min_valid_terms: int = 1  # the buyer accepts an opening naming at least this many valid schema terms
 
 
 PRESETS = {
     "full": Setting(),
-    "quick": Setting(warmup_demos=64, steps=8, lr=3e-5, eval_episodes=48),  # lr 1e-4 collapsed (README)
+    "quick": Setting(warmup_demos=64, steps=12, lr=1e-4, eval_episodes=48),
     "dry": Setting(model="tiny", warmup_demos=4, warmup_prompt_cap=4096, steps=2, scenarios=2, rollouts=2,
                    lr=1e-3, max_new_tokens=8, max_prompt_tokens=4096, eval_episodes=4, eval_batch=4,
                    n_resamples=1000),
@@ -147,7 +150,8 @@ def train_config(s: Setting) -> Any:
         loo_std_floor=s.loo_std_floor,
         max_new_tokens=s.max_new_tokens, max_prompt_tokens=s.max_prompt_tokens,
         max_context_tokens=s.max_prompt_tokens + s.max_new_tokens + 64, max_rollout_turns=1, max_rounds=1,
-        buyer_mixture={BUYER: 1.0}, train_seeds_per_domain=max(1, -(-s.steps * s.scenarios // 8)),
+        buyer_mixture={BUYER: 1.0}, train_domains=(s.domain,) if s.domain else None,
+        train_seeds_per_domain=max(1, -(-s.steps * s.scenarios // (1 if s.domain else 8))),
         validate_every=0, save_every=s.steps, dtype="float32", seed=s.seed, data_seed=s.seed,
     )
 
@@ -161,7 +165,8 @@ def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[
     from negolib.training.ladder import BUYER, AcceptingBuyer
 
     shutil.rmtree(out, ignore_errors=True)
-    run = build_run(train_config(s), start, out, buyers={BUYER: AcceptingBuyer()}, progress=progress,
+    run = build_run(train_config(s), start, out, buyers={BUYER: AcceptingBuyer(s.min_valid_terms)},
+                    progress=progress,
                     resume=False)
     run.trainer.train()
     checkpoint = last_checkpoint(run.out_dir / "checkpoints")
@@ -171,12 +176,14 @@ def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[
 
 
 def eval_scenarios(s: Setting) -> list[Any]:
-    """One scenario per reserved evaluation seed, the training domains in rotation (clusters = seeds)."""
+    """One scenario per reserved evaluation seed (clusters = seeds): of the rung's domain, or of the training
+    domains in rotation when ``s.domain`` is empty."""
     from negolib.domains import load_domains
     from negolib.scenarios import eval_seeds, make_scenario
     from negolib.training.data import training_domains
 
-    doms, names = load_domains(), training_domains(None)
+    doms = load_domains()
+    names = [s.domain] if s.domain else training_domains(None)
     return [make_scenario(doms[names[i % len(names)]], seed) for i, seed in enumerate(eval_seeds(s.eval_episodes))]
 
 
@@ -197,7 +204,7 @@ def evaluate(weights: str, s: Setting, scenarios: list[Any], seed: int) -> list[
                      sampling=Sampling(c.temperature, c.top_p, c.top_k, s.max_new_tokens))
     seller = build_agent(arm, spec, seed, cache=ModelCache(), role="seller")
     specs = make_specs(arm, arm, [BUYER], scenarios, env_config(c))
-    res = run_episodes(specs, {arm: seller, BUYER: AcceptingBuyer()}, progress=False)
+    res = run_episodes(specs, {arm: seller, BUYER: AcceptingBuyer(s.min_valid_terms)}, progress=False)
     by_key = {(r["domain"], int(r["seed"])): r for r in res.records}
     return [by_key[(sc.domain.name, sc.seed)] for sc in scenarios]
 
@@ -247,7 +254,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, typ in (("steps", int), ("scenarios", int), ("rollouts", int), ("lr", float), ("kl_beta", float),
                       ("loo_std_floor", float),
                       ("warmup_demos", int), ("max_new_tokens", int), ("eval_episodes", int),
-                      ("eval_batch", int), ("seed", int)):
+                      ("eval_batch", int), ("seed", int), ("domain", str), ("min_valid_terms", int)):
         ap.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help="override the preset")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     ap.add_argument("--json", default=None, help="write the result here as JSON")
@@ -279,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_seed = s.seed * 1_000_003 + 17
     t = time.perf_counter()
     eval_key = _key([start, [(x.domain.name, x.seed) for x in scenarios], eval_seed, s.max_new_tokens,
-                     s.max_prompt_tokens, s.eval_batch])
+                     s.max_prompt_tokens, s.eval_batch, s.min_valid_terms])
     before, before_cached = evaluate_cached(start, s, scenarios, eval_seed, work / f"eval-start-{eval_key}.jsonl")
     t_before = time.perf_counter() - t
     _log(f"start (warmed-up) on {len(before)} evaluation episodes{' (from the cache)' if before_cached else ''}: "

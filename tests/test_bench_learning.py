@@ -53,5 +53,7 @@ def test_evaluation_scenarios_are_paired_seed_clusters():
     s = mod.PRESETS["quick"]
     sc = mod.eval_scenarios(s)
     assert len(sc) == s.eval_episodes and len({x.seed for x in sc}) == len(sc)
-    assert len({x.domain.name for x in sc}) == 8 and not any(x.domain.held_out for x in sc)
+    assert {x.domain.name for x in sc} == {s.domain} and not any(x.domain.held_out for x in sc)
+    rotation = mod.eval_scenarios(mod.replace(s, domain=""))
+    assert len({x.domain.name for x in rotation}) == 8 and not any(x.domain.held_out for x in rotation)
     assert [(x.domain.name, x.seed) for x in sc] == [(x.domain.name, x.seed) for x in mod.eval_scenarios(s)]

@@ -78,6 +78,26 @@ def test_buyer_accepts_only_a_parsed_seller_offer():
         assert ep.done and ep.outcome.deal is deal
 
 
+def test_buyer_with_min_valid_terms_refuses_an_offer_that_changes_nothing():
+    from negolib.domains import load_domains
+    from negolib.env import EnvConfig, Episode
+    from negolib.scenarios import make_scenario
+
+    domain = load_domains()["software_license"]
+    scenario = make_scenario(domain, 0)
+    buyer = AcceptingBuyer(min_valid_terms=1)
+    off_schema = 'Deal?\n{"action": "COUNTER", "terms": [{"name": "terms", "value": "all"}]}'
+    top = domain.issues[0]
+    valid = ('Deal?\n{"action": "COUNTER", "terms": [{"name": "%s", "value": %s}]}' % (top.name, top.hi))
+    for text, deal in ((off_schema, False), (valid, True)):
+        ep = Episode(scenario, EnvConfig(max_rounds=1))
+        ep.step(text)
+        ep.step(buyer.act(ep.view()).text)
+        assert ep.done and ep.outcome.deal is deal, text
+    with pytest.raises(ValueError, match="min_valid_terms"):
+        AcceptingBuyer(min_valid_terms=-1)
+
+
 def test_rung_learns_through_the_real_path(rung):
     t = rung.training
     print(rung.summary())

@@ -224,19 +224,28 @@ def save_initial_model(folder: str | Path, spec: RungSpec, seed: int) -> Path:
 
 class AcceptingBuyer(Agent):
     """Accepts the seller's offer whenever the seller's last turn parsed (a COUNTER: a seller's opening ACCEPT
-    is invalid); otherwise asks for one (no action, so the episode runs to the round cap without a deal)."""
+    is invalid) and the standing ledger then holds at least ``min_valid_terms`` schema terms; otherwise asks
+    for one (no action, so the episode runs to the round cap without a deal). With ``min_valid_terms=1`` a
+    COUNTER naming only off-schema or out-of-range terms, which changes nothing, is not a deal."""
 
     name = BUYER
     backend = "scripted"
+
+    def __init__(self, min_valid_terms: int = 0) -> None:
+        if min_valid_terms < 0:
+            raise ValueError(f"min_valid_terms must be >= 0, got {min_valid_terms}")
+        self.min_valid_terms = min_valid_terms
 
     def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
         out = []
         for v in views:
             last = v.history[-1] if v.history else None
-            if last is not None and last.role == "seller" and last.offered:
+            schema = {issue.name for issue in v.domain.issues}
+            if (last is not None and last.role == "seller" and last.offered
+                    and sum(name in schema for name in last.ledger) >= self.min_valid_terms):
                 out.append(AgentReply('Agreed.\n{"action": "ACCEPT"}'))
             else:
-                out.append(AgentReply("Please make me an offer."))
+                out.append(AgentReply("Please make me an offer that names the terms you want."))
         return out
 
 
