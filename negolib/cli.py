@@ -42,6 +42,14 @@ def cmd_domains(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_games(args: argparse.Namespace) -> int:
+    from negolib.games import list_games
+
+    for name, summary in list_games():
+        print(f"{name}: {summary}")
+    return 0
+
+
 def summary_table(df):  # type: ignore[no-untyped-def]
     """Per (arm, buyer) and pooled per arm: S, deal rate, deal-only U~, welfare, turns, bad parses."""
     import pandas as pd
@@ -158,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("domains", help="list the domains and their issues")
     p.set_defaults(fn=cmd_domains)
+
+    p = sub.add_parser("games", help="list the registered games, a line each")
+    p.set_defaults(fn=cmd_games)
 
     p = sub.add_parser("evaluate", help="play scripted sellers against scripted buyers")
     p.add_argument("--sellers", default="fixed_offer,boulware,hardheaded",

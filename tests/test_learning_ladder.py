@@ -88,7 +88,7 @@ def test_buyer_with_min_valid_terms_refuses_an_offer_that_changes_nothing():
     buyer = AcceptingBuyer(min_valid_terms=1)
     off_schema = 'Deal?\n{"action": "COUNTER", "terms": [{"name": "terms", "value": "all"}]}'
     top = domain.issues[0]
-    valid = ('Deal?\n{"action": "COUNTER", "terms": [{"name": "%s", "value": %s}]}' % (top.name, top.hi))
+    valid = "Deal?\n" + json.dumps({"action": "COUNTER", "terms": [{"name": top.name, "value": top.hi}]})
     for text, deal in ((off_schema, False), (valid, True)):
         ep = Episode(scenario, EnvConfig(max_rounds=1))
         ep.step(text)

@@ -1,0 +1,77 @@
+"""The game plug-in contract: what the shared machinery (tournament, book, CLI) asks of a bargaining game.
+
+Contract: a game is a :class:`Game` object registered by name in :mod:`negolib.games`. It owns its scenarios
+(a paired, seeded set; each scenario has a JSON-ready ``key``), its agents (scripted strategies by name, in both
+roles) and its rules: :meth:`Game.play` plays one seller against one buyer on every scenario and returns one
+JSON-ready record per scenario; :meth:`Game.payoffs` reads a record as numbers (each party's payoff in [0, 1],
+whether there was a deal). The shared layers read records only through these methods and import no game.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ROLES: tuple[str, str] = ("seller", "buyer")
+
+
+@dataclass(frozen=True)
+class Payoffs:
+    """One episode's outcome as numbers: each party's payoff in [0, 1] (0 without a deal) and the deal flag.
+
+    ``valid`` is False for an episode that did not finish (an error row): the tournament leaves it out and
+    counts it."""
+
+    seller: float
+    buyer: float
+    deal: bool
+    valid: bool = True
+
+
+class Game(ABC):
+    """A registered bargaining game. Subclasses set the three class attributes and implement the methods."""
+
+    name: str = "game"
+    title: str = ""
+    summary: str = ""  # one line for ``python -m negolib games``
+    payoff_label: str = "payoff"  # what :meth:`payoffs` measures, for table and axis labels
+
+    @abstractmethod
+    def scripted_strategies(self) -> tuple[str, ...]:
+        """The scripted strategy names :meth:`make_agent` accepts (each plays both roles)."""
+
+    @abstractmethod
+    def make_agent(self, name: str, role: str, seed: int) -> Any:
+        """The agent called ``name`` for ``role`` (``"seller"`` or ``"buyer"``), seeded with ``seed``. Raises
+        ``ValueError`` naming the known agents for an unknown name."""
+
+    @abstractmethod
+    def tournament_scenarios(self, n_seeds: int) -> list[Any]:
+        """The paired scenario set of a tournament: the same list for every match, ``n_seeds`` seeds (seed
+        clusters) per stratum of the game (domain, price tier, ...)."""
+
+    @abstractmethod
+    def scenario_key(self, scenario: Any) -> str:
+        """A stable string naming ``scenario``: records carry it, and resuming matches on it."""
+
+    @abstractmethod
+    def cluster(self, scenario_key: str) -> str:
+        """The seed cluster of a scenario (for bootstrap intervals): scenarios sharing a seed share it."""
+
+    @abstractmethod
+    def play(self, seller: Any, buyer: Any, scenarios: Sequence[Any], seed: int,
+             progress: bool = False) -> list[dict[str, Any]]:
+        """One episode per scenario, in order; each record is JSON-ready and carries ``scenario_key``."""
+
+    @abstractmethod
+    def payoffs(self, record: dict[str, Any]) -> Payoffs:
+        """The record's outcome as numbers."""
+
+
+class UnknownAgent(ValueError):
+    """An agent name the game does not know."""
+
+    def __init__(self, game: str, name: str, known: Sequence[str]) -> None:
+        super().__init__(f"game {game!r} has no agent {name!r}; known: {', '.join(known)}")
