@@ -13,6 +13,7 @@ from negolib.games.base import Game
 
 REGISTRY: dict[str, str] = {
     "multi_issue": "negolib.games.multi_issue:MultiIssueGame",
+    "bilateral": "negolib.games.bilateral:BilateralGame",
 }
 """Game name -> ``module:Class``."""
 

@@ -1,0 +1,70 @@
+"""Bilateral price bargaining behind the plug-in interface (:class:`negolib.games.base.Game`).
+
+Contract: :class:`BilateralGame` plays :mod:`.env` (10 turns, seller first by default) with the scripted agents of
+:mod:`.scripted` over the evaluation scenarios of every price tier (keys ``"tier|seed"``, clustered by seed).
+A payoff is the seller's surplus share (price - cost) / (value - cost) of a deal with a zone, the buyer's is one
+minus it, both clipped to [0, 1]; 0 each without a deal or without a zone; error rows are not valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from negolib.games.base import Game, Payoffs, UnknownAgent
+from negolib.games.bilateral.env import BilateralConfig
+from negolib.games.bilateral.play import play_episodes
+from negolib.games.bilateral.scenarios import BilateralScenario, evaluation_set, parse_key
+from negolib.games.bilateral.scripted import STRATEGIES, make_scripted
+
+
+def _clip(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+class BilateralGame(Game):
+    """One item, one price: a seller with a private cost and a buyer with a private value (after Bergemann et al.)."""
+
+    name = "bilateral"
+    title = "Bilateral price bargaining (after Bergemann et al.)"
+    summary = ("one item, one price: seller (private cost) and buyer (private value) trade make_offer/"
+               "accept_offer/walk_away tool calls, 10 turns, five price tiers $10-$100k; payoff = surplus share")
+    payoff_label = "surplus share"
+
+    def __init__(self, config: BilateralConfig | None = None) -> None:
+        self.config = config or BilateralConfig()
+
+    def scripted_strategies(self) -> tuple[str, ...]:
+        return tuple(sorted(STRATEGIES))
+
+    def make_agent(self, name: str, role: str, seed: int) -> Any:
+        if name not in STRATEGIES:
+            raise UnknownAgent(self.name, name, self.scripted_strategies())
+        return make_scripted(name, role, seed)
+
+    def tournament_scenarios(self, n_seeds: int) -> list[BilateralScenario]:
+        return evaluation_set(n_seeds)
+
+    def scenario_key(self, scenario: BilateralScenario) -> str:
+        return scenario.key
+
+    def cluster(self, scenario_key: str) -> str:
+        return str(parse_key(scenario_key)[1])
+
+    def play(self, seller: Any, buyer: Any, scenarios: Sequence[BilateralScenario], seed: int,
+             progress: bool = False) -> list[dict[str, Any]]:
+        # the agents carry their seeds and the environment is deterministic given the scenario: ``seed`` is
+        # recorded, not used
+        return play_episodes(seller, buyer, scenarios, self.config, progress, play_seed=int(seed))
+
+    def payoffs(self, record: dict[str, Any]) -> Payoffs:
+        out = record.get("outcome")
+        if record.get("status") == "error" or not out:
+            return Payoffs(0.0, 0.0, False, valid=False)
+        if not out["deal"]:
+            return Payoffs(0.0, 0.0, False)
+        zone = float(record["value"]) - float(record["cost"])
+        if zone <= 0:
+            return Payoffs(0.0, 0.0, True)
+        share = (float(out["price"]) - float(record["cost"])) / zone
+        return Payoffs(_clip(share), _clip(1.0 - share), True)
