@@ -10,7 +10,9 @@ Commands:
   checked against ``--protocol``);
 * ``book run``: execute the book's notebooks with papermill on a params profile;
 * ``book handout``: course copies of the notebooks with the exercise solutions stripped;
-* ``train``: a GRPO training run from a params profile.
+* ``train``: a GRPO training run from a params profile;
+* ``tournament``: a round robin of a registered game's agents (resumable): cross-table, per-agent summary
+  and Bradley-Terry ratings with seed-cluster intervals, written as CSV files and figures.
 """
 
 from __future__ import annotations
@@ -160,6 +162,50 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tournament(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from negolib.files import atomic_write_text
+    from negolib.games import get_game
+    from negolib.report.tournament import (
+        agent_summary_display,
+        cross_table_display,
+        cross_table_figure,
+        ratings_display,
+        ratings_figure,
+    )
+    from negolib.tournament import agent_summary, cross_table, ratings, run_tournament
+
+    game = get_game(args.game)
+    agents = _csv(args.agents)
+    res = run_tournament(game, agents, args.seeds, args.out, seed=args.agent_seed, progress=not args.no_progress,
+                         retry_errors=args.retry_errors)
+    n_episodes = len(res.frame)
+    print(f"{game.name}: {res.played} matches played, {res.skipped} already complete in {res.path} "
+          f"({len(agents)} agents, {n_episodes} episodes"
+          + (f", {res.n_errors} error episodes left out (--retry-errors plays their matches again)"
+             if res.n_errors else "") + ")")
+    cross, summary, rating = cross_table(res.frame), agent_summary(res.frame), ratings(res.frame)
+    out = Path(args.out)
+    for name, frame in (("cross_table", cross), ("agents", summary), ("ratings", rating)):
+        atomic_write_text(out / f"{name}.csv", frame.to_csv())
+    for name, fig in (("cross_table", cross_table_figure(cross, label=f"seller's {game.payoff_label}")),
+                      ("ratings", ratings_figure(rating))):
+        fig.savefig(out / f"{name}.png", dpi=120)
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
+        print(f"\ncross-table: seller's / buyer's mean {game.payoff_label} (deal rate)")
+        print(cross_table_display(cross).to_string())
+        print(f"\nper agent: mean {game.payoff_label} over both roles and all opponents, 95% seed-cluster CI")
+        print(agent_summary_display(summary).to_string())
+        print("\nratings: Bradley-Terry on paired comparisons (both roles per scenario), Elo scale, 95% CI")
+        print(ratings_display(rating).to_string())
+    files = ("cross_table.csv", "agents.csv", "ratings.csv", "cross_table.png", "ratings.png")
+    print("\nwritten: " + ", ".join(str(out / n) for n in files))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="negolib", description="negobook: RL-trained negotiating sellers")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -210,6 +256,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-resume", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("tournament", help="round robin of a game's agents in both roles (resumable)")
+    p.add_argument("--game", required=True, help="a registered game (see `negolib games`)")
+    p.add_argument("--agents", required=True, help="comma-separated agent names of the game (e.g. its scripted "
+                   "strategies); every agent meets every agent, itself included, in both roles")
+    p.add_argument("--seeds", type=int, default=8, help="seeds (bootstrap clusters) per stratum of the game")
+    p.add_argument("--agent-seed", type=int, default=0, help="the agents' seed")
+    p.add_argument("--out", required=True, help="output folder: matches.jsonl (resumable), CSV tables, figures")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="play again the matches holding error episodes (default: errors are final, left out)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(fn=cmd_tournament)
     return ap
 
 
