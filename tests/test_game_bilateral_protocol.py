@@ -238,3 +238,5 @@ def test_format_tool_call_round_trips():
         text = "Prose. " + format_tool_call(action)
         assert text.count("<tool_call>") == 1 and parse_turn(text).action == action
     assert raw_calls("plain text") is None
+    assert raw_calls(StructuredTurn("x", None)) == [] == raw_calls(StructuredTurn("x", []))  # type: ignore[arg-type]
+    assert raw_calls(StructuredTurn("x", [ToolCall("walk_away", {})])) == [{"name": "walk_away", "arguments": {}}]

@@ -308,7 +308,8 @@ def raw_calls(turn: str | StructuredTurn) -> list[Any] | None:
     if not isinstance(turn, StructuredTurn):
         return None
     out: list[Any] = []
-    for call in turn.tool_calls if isinstance(turn.tool_calls, Sequence) else [turn.tool_calls]:
+    calls = turn.tool_calls or ()
+    for call in calls if isinstance(calls, Sequence) and not isinstance(calls, (str, bytes)) else [calls]:
         try:
             name, args = _structured_call(call)
             item: Any = {"name": name, "arguments": args}
