@@ -29,15 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from negolib.agents.factory import ModelCache
+from negolib.book_progress import CellHeartbeat
+from negolib.cost import Price
+from negolib.evaluation import DeviationLog, check_protocol_hashes, evaluate_arms, load_protocol, protocol_hash
 from negolib.files import atomic_write_text
-from negolib.params import Params, load_params
+from negolib.paper import load_paper_reported
+from negolib.params import NOTEBOOKS, Params, load_params
+from negolib.tables import compute_results
+from negolib.training.runlog import RunLog
+from negolib.training.runs import build_agents, trained_ready, training_run_dir
+from negolib.transcripts import TranscriptStore, episodes_frame
 from negolib.widgets import BuyerSession, EpisodeExplorer, ledger_table  # re-exported: notebook 01's tools
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOKS: tuple[str, ...] = (
-    "01_environment", "02_setup", "03_training", "04_evaluation", "05_results", "06_appendix_b_c",
-    "07_appendix_d_e", "08_appendix_g_k", "09_beyond",
-)
 # Which notebooks read files another notebook writes (re-run a notebook when an upstream one ran).
 DEPENDS: dict[str, tuple[str, ...]] = {
     "04_evaluation": ("03_training",),
@@ -114,8 +119,6 @@ class Book:
     @property
     def paper(self) -> Any:
         """The paper's reported numbers (:class:`negolib.tables.PaperReported`)."""
-        from negolib.tables import load_paper_reported
-
         return load_paper_reported(self.params.paper_reported_path)
 
     def save_table(self, table: Any) -> Any:
@@ -132,21 +135,15 @@ class Book:
     def episodes(self, include_errors: bool = False, beyond: bool = False) -> Any:
         """The episode table of the evaluation transcripts (empty frame when none exist yet); every
         record validated and checked against the frozen protocol (see :meth:`records`)."""
-        from negolib.transcripts import episodes_frame
-
         return episodes_frame(self.records(beyond, include_errors))
 
     def training_dir(self, run: str, seed: int | None = None) -> Path:
         """Output folder of one training run (and seed)."""
-        from negolib.agents.factory import training_run_dir
-
         return training_run_dir(self.params, run, seed)
 
     def training_log(self, run: str, seed: int | None = None, which: str = "train") -> Any:
         """The per-step ``train`` or ``validation`` log of a run as a DataFrame (empty if none yet)."""
         import pandas as pd
-
-        from negolib.training.runlog import RunLog
 
         rows = RunLog(self.training_dir(run, seed), f"{which}_log").rows()  # a torn last line is skipped
         if not rows:
@@ -172,14 +169,10 @@ class Book:
 
     def results(self) -> Any:
         """:class:`negolib.tables.Results` of the evaluation transcripts (estimates and contrasts)."""
-        from negolib.tables import compute_results
-
         return compute_results(self.episodes(), self.params)
 
     def ready_arms(self, arms: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
         """(arms that can play now, {arm: why not}) -- a trained arm needs its checkpoint."""
-        from negolib.agents.factory import trained_ready
-
         ready, missing = [], {}
         for arm in arms if arms is not None else self.params.eval_arms():
             ok, why = trained_ready(self.params, arm)
@@ -192,9 +185,6 @@ class Book:
         store, logging each variant arm as a deviation of the frozen protocol first (App. K). Returns
         the variant arm names (``<arm><suffix>``); arms that cannot play yet are skipped."""
         import dataclasses
-
-        from negolib.agents.factory import ModelCache, build_agents
-        from negolib.evaluation import DeviationLog, evaluate_arms, load_protocol
 
         protocol_file = self.paths.evaluation / "protocol.yaml"
         protocol = load_protocol(protocol_file)
@@ -221,9 +211,7 @@ class Book:
 
         Unpriced API models get a zero price in the table so that calls and tokens are still counted;
         callers must not report USD for them (they are listed in the second element)."""
-        from negolib.cost import Price, price_table
-
-        table = price_table({m: {"input": p.input, "output": p.output} for m, p in self.params.prices.items()})
+        table = dict(self.params.prices)
         unpriced = sorted({m for m in self.api_models().values() if m not in table})
         return {**table, **{m: Price(0.0, 0.0) for m in unpriced}}, unpriced
 
@@ -233,9 +221,6 @@ class Book:
         When the frozen protocol exists, every record must carry its hash unless a logged deviation
         names the record's arm (:func:`negolib.evaluation.check_protocol_hashes`); before it exists,
         one file may not mix protocols (:meth:`negolib.transcripts.TranscriptStore.records`)."""
-        from negolib.evaluation import DeviationLog, check_protocol_hashes, load_protocol, protocol_hash
-        from negolib.transcripts import TranscriptStore
-
         path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
         if not path.exists():
             return []
@@ -438,8 +423,6 @@ def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    from negolib.book_progress import CellHeartbeat
-
     out_nb = output_dir / "notebooks" / f"{name}.ipynb"
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     nb = source_notebook(name, folder)
@@ -599,15 +582,6 @@ def _index_html(params: Params, paths: BookPaths, nbs: list[tuple[str, dict]], t
             "is computed from this run's transcripts and logs.</p></body></html>")
 
 
-def book_main(args: Any) -> int:
-    """CLI adapter: ``args.params``, ``args.notebooks`` (comma list), ``args.output_dir``, ``args.no_resume``."""
-    nbs = [x for x in (getattr(args, "notebooks", "") or "").split(",") if x.strip()] or None
-    res = run_book(args.params, nbs, getattr(args, "output_dir", None), not getattr(args, "no_resume", False),
-                   not getattr(args, "no_progress", False))
-    print(res)
-    return 0 if res.ok else 1
-
-
 __all__ = ["Book", "BookError", "BookPaths", "BookResult", "BuyerSession", "DEPENDS", "EpisodeExplorer",
-           "NOTEBOOKS", "NotebookRun", "book_main", "ensure_kernel", "execute_notebook", "ledger_table",
+           "NOTEBOOKS", "NotebookRun", "ensure_kernel", "execute_notebook", "ledger_table",
            "open_book", "resolve_notebooks", "run_book", "summarize_warnings", "write_index"]

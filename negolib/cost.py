@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from negolib.params import Price
 from negolib.scenarios import ROLES, Role
 
 PAPER_FRONTIER_EPISODE_USD = 0.069
@@ -30,23 +31,6 @@ DEFAULT_TURNS_PER_EPISODE = 10.0
 DEFAULT_TOKENS_PER_TURN = (1_700, 235)
 """(ours) (input, output) tokens per call: the paper's 16.1k input / 2.26k output tokens per
 frontier episode [App. G] spread over ~9.6 turns [Table 4]."""
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per one million input and output tokens."""
-
-    input_per_m: float
-    output_per_m: float
-
-    def __post_init__(self) -> None:
-        for name in ("input_per_m", "output_per_m"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"Price.{name} must be a finite number >= 0, got {v!r}")
-
-    def usd(self, input_tokens: float, output_tokens: float) -> float:
-        return (input_tokens * self.input_per_m + output_tokens * self.output_per_m) / 1e6
 
 
 PriceTable = Mapping[str, Price]

@@ -51,9 +51,10 @@ import pandas as pd
 
 from negolib.domains import Domain, Issue, get_domain
 from negolib.env import opening_score
+from negolib.formatting import fmt_ci
 from negolib.metrics import Metric, deal_only, get_metric, metric_value
 from negolib.scenarios import Scenario, make_scenario
-from negolib.stats import ClusterResampler, contrast_table, fmt_ci, pair_episodes, paired_contrast
+from negolib.stats import ClusterResampler, contrast_table, pair_episodes, paired_contrast
 from negolib.transcripts import episodes_frame
 
 Record = Mapping[str, Any]
@@ -625,7 +626,7 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
         if resampler is None:
             return None
         c = paired_contrast(df, arm, base_arm, metric, resampler, alpha=alpha)
-        return fmt_ci(c.estimate, c.ci_low, c.ci_high)
+        return fmt_ci(c.estimate, c.ci_low, c.ci_high, signed=True)
 
     d_deal = val(a, "deal_rate") - val(b, "deal_rate")
     d_u = val(a, "deal_utility") - val(b, "deal_utility")

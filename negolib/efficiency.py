@@ -58,6 +58,7 @@ import pandas as pd
 
 from negolib.domains import get_domain
 from negolib.scenarios import Scenario, make_scenario
+from negolib.transcripts import episodes_frame
 from negolib.utility import both_utilities
 
 EPS = 1e-12
@@ -663,8 +664,6 @@ def efficiency_frame(data: pd.DataFrame | Iterable[dict[str, Any]],
     rebuilt with :func:`negolib.scenarios.make_scenario` from the domains of ``domains_dir``
     (default: the shipped ones).
     """
-    from negolib.transcripts import episodes_frame
-
     df = data.copy() if isinstance(data, pd.DataFrame) else episodes_frame(data)
     cache = {} if cache is None else cache
     deals = _deal_mask(df) if len(df) else pd.Series(dtype=bool)

@@ -24,6 +24,7 @@ from typing import Any
 from negolib.domains import Domain
 from negolib.protocol import apply_terms, parse_action
 from negolib.scenarios import PartyPrefs, Role, Scenario, other
+from negolib.transcripts import SCHEMA_VERSION
 from negolib.utility import contributions, normalized_utility
 
 
@@ -241,8 +242,6 @@ class Episode:
 
     def record(self, **key: Any) -> dict[str, Any]:
         """The JSON-ready transcript record of this episode (see :mod:`negolib.transcripts`)."""
-        from negolib.transcripts import SCHEMA_VERSION
-
         out = self.outcome
         status = "running" if out is None else ("deal" if out.deal else "no_deal")
         return {

@@ -41,19 +41,23 @@ import pandas as pd
 import yaml
 
 from negolib.agents.base import Agent
+from negolib.domains import load_domains
 from negolib.env import EnvConfig
 from negolib.errors import NegolibError, ValidationError
 from negolib.files import atomic_write_text
+from negolib.formatting import fmt_ci
 from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
-from negolib.params import load_yaml
+from negolib.params import BACKENDS as PROFILE_BACKENDS
+from negolib.params import load_yaml, spec_dict, to_dict
 from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
 from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
 from negolib.stats import ClusterResampler, RatioStat, cluster_sums, resample_stats, summarize
 from negolib.transcripts import RunSettings, TranscriptStore, episode_settings, episodes_frame, validate_record
 
 HASH_FIELD = "protocol_hash"
-BACKENDS: tuple[str, ...] = ("scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening",
-                             "custom")
+BACKENDS: tuple[str, ...] = (*PROFILE_BACKENDS, "custom")
+"""A protocol's seller and buyer backends: a profile's (:data:`negolib.params.BACKENDS`), plus ``custom`` for
+agents a caller builds itself."""
 SCAFFOLDS: tuple[str, ...] = ("evaluation", "training")
 FIRST_MOVERS: tuple[str, ...] = ("seller", "buyer")
 SAMPLING_TYPES: dict[str, type] = {"temperature": float, "top_p": float, "top_k": int,
@@ -221,8 +225,6 @@ def _validate_arm(arm: ArmSpec, p: Protocol, i: int) -> None:
 
 def _validate(p: Protocol) -> None:
     """Semantic checks of a protocol; errors name ``p.source``, the field and the allowed values."""
-    from negolib.domains import load_domains
-
     src = p.source
     _check_name(p.name, src, "name")
     known = set(load_domains())
@@ -477,9 +479,6 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
     (``evaluation.lm_seeds_per_domain`` / ``lm_domains``); the held-out domain is the one
     ``evaluation.held_out_domain`` names, else the one flagged ``held_out`` among the evaluated domains.
     """
-    from negolib.domains import load_domains
-    from negolib.params import spec_dict, to_dict
-
     ev, st = params.evaluation, params.statistics
     doms = load_domains()
     domains = tuple(ev.domains) if ev.domains else tuple(doms)
@@ -882,11 +881,6 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
 # The per-arm table of SPEC 7
 # ---------------------------------------------------------------------------------------------
 
-def _fmt_level(est: float, lo: float, hi: float, digits: int = 3) -> str:
-    f = f"{{:.{digits}f}}"
-    return f"{f.format(est)} [{f.format(lo)}, {f.format(hi)}]"
-
-
 def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
                       metrics: Iterable[str | Metric] | None = None, alpha: float = 0.05,
                       buyers: Sequence[str] | None = None, arms: Sequence[str] | None = None) -> pd.DataFrame:
@@ -920,7 +914,7 @@ def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
         out.append({"arm": arm, "metric": m.name, "label": m.label, "estimate": est, "ci_low": s.ci_low,
                     "ci_high": s.ci_high, "se_low": s.se_low, "se_high": s.se_high, "n_episodes": n_ep,
                     "n_clusters": n_cl, "n_resamples": resampler.n_resamples, "n_undefined": s.n_undefined,
-                    "ci": _fmt_level(est, s.ci_low, s.ci_high)})
+                    "ci": fmt_ci(est, s.ci_low, s.ci_high, signed=False)})
     table = pd.DataFrame(out)
     if HASH_FIELD in df.attrs:
         table[HASH_FIELD] = df.attrs[HASH_FIELD]

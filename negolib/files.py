@@ -1,8 +1,10 @@
-"""Writing files so that a crash never leaves a half-written one [SPEC 12].
+"""Reading and writing files: strict YAML in, and no half-written file out [SPEC 12].
 
 Whole-file writes go through a synced temporary file renamed into place
 (:func:`atomic_write_text`); line-oriented logs grow by :func:`locked_append`: an exclusive
 ``flock``, a torn last line left by a crash dropped first, one whole write, then ``fsync``.
+Every YAML file negolib reads (profiles, domains, the paper's numbers, protocols) goes through
+:func:`load_yaml`: a key given twice or bad YAML is a :class:`~negolib.errors.ValidationError`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,11 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from negolib.errors import ValidationError
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -62,4 +69,73 @@ def locked_append(path: str | Path, data: bytes) -> None:
         os.close(fd)
 
 
-__all__ = ["atomic_write_text", "drop_partial_tail", "locked_append"]
+class StrictLoader(yaml.SafeLoader):
+    """A YAML ``SafeLoader`` whose mapping constructor rejects a key given twice in one mapping.
+
+    PyYAML keeps the last value silently (a second ``seed:`` would win); here it is a
+    :class:`DuplicateKeyError` naming the dotted path of the key and both line numbers. Merge keys
+    (``<<: *anchor``) may still be overridden, as YAML intends.
+    """
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._paths: dict[int, str] = {}
+        self._index(node, "")
+        return super().construct_document(node)
+
+    def _index(self, node: yaml.Node, path: str) -> None:
+        """Record the dotted path of every mapping node (for error messages)."""
+        if id(node) in self._paths:  # an alias met again
+            return
+        self._paths[id(node)] = path
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else "?"
+                self._index(v, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self._index(v, f"{path}[{i}]")
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                seen = key in first
+            except TypeError:  # an unhashable key: the base constructor reports it
+                continue
+            if seen:
+                base = getattr(self, "_paths", {}).get(id(node), "")
+                raise DuplicateKeyError(f"{base}.{key}" if base else str(key), first[key], line)
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping key given twice (raised by :class:`StrictLoader`)."""
+
+    def __init__(self, path: str, first_line: int, line: int) -> None:
+        self.path, self.first_line, self.line = path, first_line, line
+        super().__init__(f"{path}: key given twice, at line {first_line} and line {line}")
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file loaded with :class:`StrictLoader`; a duplicate key or bad YAML is a
+    :class:`ValidationError` naming the file, the dotted key and the line(s)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(str(path), "<file>", f"is not UTF-8 text: {exc}") from exc
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
+    except DuplicateKeyError as exc:
+        raise ValidationError(str(path), exc.path, f"key given twice, at line {exc.first_line} and line "
+                              f"{exc.line} (YAML would silently keep the last)") from exc
+    except yaml.YAMLError as exc:
+        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
+
+
+__all__ = ["DuplicateKeyError", "StrictLoader", "atomic_write_text", "drop_partial_tail", "load_yaml",
+           "locked_append"]

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from negolib.book import NOTEBOOK_DIR, resolve_notebooks, source_notebook
+
 SOLUTION_TAG = "solution"
 PLACEHOLDER = "...  # your code here"
 
@@ -41,8 +43,6 @@ def make_handout(out_dir: str | Path, notebooks: Sequence[str] | None = None, ta
     """Write handout copies (``.ipynb``) of the book's notebooks to ``out_dir``; returns the number of
     solutions stripped per notebook (notebooks without exercises are copied with outputs cleared)."""
     import nbformat
-
-    from negolib.book import NOTEBOOK_DIR, resolve_notebooks, source_notebook
 
     src = Path(folder) if folder else NOTEBOOK_DIR
     out = Path(out_dir)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from negolib.domains import load_domains
+
 Column = str | Callable[[pd.DataFrame], np.ndarray] | None
 
 # Columns every SPEC 7 metric needs besides the key (arm, domain, seed, buyer).
@@ -238,8 +240,6 @@ def add_utility_split(df: pd.DataFrame, domains: dict | None = None) -> pd.DataF
     to <= 1). ``domains`` maps name -> Domain (default: :func:`negolib.domains.load_domains`).
     """
     if domains is None:
-        from negolib.domains import load_domains
-
         domains = load_domains()
     masks = {name: np.array([i.distributive for i in d.issues]) for name, d in domains.items()}
     out = df.copy()

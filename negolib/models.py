@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from negolib.chat_template import derive_turn_tags
+
 SMOLLM2_NAME = "smollm2-135m-instruct"
 GEMMA3_NAME = "gemma3-270m"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -172,8 +174,6 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, chat_template: str 
     if tok.chat_template is None:
         raise ValueError(f"{gguf_path.name} has no chat template; pass chat_template=")
     _fix_special_tokens(tok, model.config)
-    from negolib.chat_template import derive_turn_tags
-
     eos = [tok.eos_token_id, *derive_turn_tags(tok).stop_ids]
     eos = [i for i in dict.fromkeys(eos) if isinstance(i, int)]
     gen = GenerationConfig(do_sample=True, temperature=1.0, top_p=0.95, top_k=64, eos_token_id=eos,
@@ -206,6 +206,16 @@ def local_model_dir(name: str = SMOLLM2_NAME, cache_dir: str | Path | None = Non
     return convert_gguf(spec.locate(), out, spec.chat_template)
 
 
+def resolve_model_path(name_or_path: str | Path, cache_dir: str | Path | None = None) -> str:
+    """Where a model's weights are: a packaged model name is its converted local folder (converted once,
+    cached), an existing folder is itself (``~`` expanded), anything else (a hub id) is returned as given."""
+    key = str(name_or_path)
+    if key in LOCAL_MODELS:
+        return str(local_model_dir(key, cache_dir))
+    p = Path(key).expanduser()
+    return str(p) if p.is_dir() else key
+
+
 def load_causal_lm(name_or_path: str | Path, dtype: str = "float32", device: str = "cpu",
                    cache_dir: str | Path | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) for a packaged model name, a local checkpoint folder or a hub id.
@@ -220,11 +230,7 @@ def load_causal_lm(name_or_path: str | Path, dtype: str = "float32", device: str
     key = str(name_or_path)
     if key in LOCAL_MODELS:
         _offline()
-        path: str | Path = local_model_dir(key, cache_dir)
-    elif Path(key).expanduser().is_dir():
-        path = Path(key).expanduser()
-    else:
-        path = key  # a hub id
+    path = resolve_model_path(key, cache_dir)
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
@@ -285,4 +291,5 @@ def tiny_causal_lm(seed: int = 0, vocab: str = "bytes", hidden: int = 64, layers
 
 __all__ = ["CHATML_TEMPLATE", "GEMMA_TEMPLATE", "LOCAL_MODELS", "ModelUnavailable", "SMOLLM2_NAME",
            "GEMMA3_NAME", "cache_root", "convert_gguf", "gemma3_gguf_path", "load_causal_lm",
-           "local_model_dir", "prefill_kwargs", "smollm2_gguf_path", "tiny_causal_lm", "tiny_tokenizer"]
+           "local_model_dir", "prefill_kwargs", "resolve_model_path", "smollm2_gguf_path", "tiny_causal_lm",
+           "tiny_tokenizer"]

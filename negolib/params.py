@@ -12,8 +12,9 @@ buyers whose names differ only in case, an empty list where omitting the key mea
 (``lm_domains: []``), a count or budget that is zero or negative, a budget for a notebook the book
 does not have, and two held-out domains without ``evaluation.held_out_domain`` are errors. A value
 that an agent would reject when built (sampling, scripted-strategy params, an opening, batch sizes)
-is rejected at load by the same check the agent builder runs
-(:func:`negolib.agents.factory.spec_problems`), so the two can never disagree.
+is rejected at load by the same check the agent builder runs (:func:`spec_problems`, with the
+agents' own declarations), so the two can never disagree; so is a training run's recipe
+(:class:`~negolib.training.config.TrainConfig`, :class:`~negolib.training.config.WarmupConfig`).
 
 Relative paths in a profile (``output_dir``, ``paper_reported``) resolve against the project root,
 the nearest ancestor of the profile holding ``pyproject.toml`` (else the profile's folder).
@@ -30,14 +31,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-import yaml
-
+from negolib.agents.api_agent import RetryPolicy
+from negolib.agents.scripted import STRATEGIES, strategy_param_problems
+from negolib.domains import load_domains
 from negolib.errors import ValidationError
+from negolib.files import DuplicateKeyError, StrictLoader, load_yaml
+from negolib.sampling import sampling_problems
+from negolib.training.config import TrainConfig, WarmupConfig
 
 Backend = Literal["scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 Scaffold = Literal["evaluation", "training"]
 PaperSize = Literal["E2B", "E4B", "12B", "31B"]
+NOTEBOOKS: tuple[str, ...] = (
+    "01_environment", "02_setup", "03_training", "04_evaluation", "05_results", "06_appendix_b_c",
+    "07_appendix_d_e", "08_appendix_g_k", "09_beyond",
+)
+"""The book's notebooks in order (:mod:`negolib.book` runs them; a profile's ``budgets.notebooks`` names them)."""
+OPENINGS = ("none", "best")
+"""The named openings of a ``fixed_opening`` arm (else a utility in [0, 1] as a string)."""
+DTYPES = ("float32", "float16", "bfloat16")
+"""Weight dtypes a local model loads in (``torch.<dtype>``)."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_KEYS = {"api_key", "apikey", "key", "token", "secret", "password", "authorization"}
 
@@ -228,10 +242,19 @@ class BeyondParams:
 
 @dataclass(frozen=True)
 class Price:
-    """USD per 1M tokens."""
+    """USD per one million input and output tokens (a profile's ``prices.<model>``; the cost table's unit)."""
 
     input: float
     output: float
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"Price.{name} must be a finite number >= 0, got {v!r}")
+
+    def usd(self, input_tokens: float, output_tokens: float) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1e6
 
 
 @dataclass(frozen=True)
@@ -423,12 +446,78 @@ def _build(cls: type, data: Any, source: str, where: str) -> Any:
                 raise ValidationError(source, sub, f"is required ({_type_name(hints[name])})")
             continue
         kwargs[name] = _convert(data[name], hints[name], source, sub)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:  # a dataclass's own check: "<Class>.<field> <problem>" names the field
+        head, _, problem = str(exc).partition(" ")
+        owner, _, name = head.partition(".")
+        if owner != cls.__name__ or name not in fields:
+            raise
+        raise ValidationError(source, f"{where}.{name}" if where else name, problem) from None
 
 
 # ---------------------------------------------------------------------------------------------
 # Cross-field validation
 # ---------------------------------------------------------------------------------------------
+
+def check_opening(opening: str) -> None:
+    """Raise ``ValueError`` unless ``opening`` is 'none', 'best' or a utility in [0, 1] as a string."""
+    if opening in OPENINGS:
+        return
+    try:
+        u = float(opening)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be one of {OPENINGS} or a utility in [0, 1] as a string, got {opening!r}") from None
+    if not 0 <= u <= 1:
+        raise ValueError(f"must be one of {OPENINGS} or a utility in [0, 1] as a string, got {opening!r}")
+
+
+def _at_least(value: float | None, lo: float, strict: bool = False) -> bool:
+    return value is None or (value > lo if strict else value >= lo)
+
+
+def spec_problems(spec: AgentSpec) -> list[tuple[str, str]]:
+    """(field, problem) for every value of ``spec`` that the agent builder
+    (:func:`negolib.agents.factory.build_agent`) would reject; empty when it builds. The loader reports
+    these at load (naming the profile field), so a profile that loads never fails for them when agents
+    are built; the builder checks them too (:func:`negolib.agents.factory.check_spec`). The checks are
+    the agents' own: scripted strategies' declared parameters, the sampling bounds, the API retry policy."""
+    b, out = spec.backend, []
+    if b == "scripted":
+        out += [(k if k == "strategy" else f"params.{k}", why)
+                for k, why in strategy_param_problems(spec.strategy or "", spec.params)]
+    if b == "fixed_opening":
+        try:
+            check_opening(spec.opening or "")
+        except ValueError as exc:
+            out.append(("opening", str(exc)))
+    if b in ("hf", "vllm", "trained", "openai", "anthropic"):
+        s = spec.sampling
+        out += [(f"sampling.{k}", why) for k, why in sampling_problems(s.temperature, s.top_p, s.top_k,
+                                                                       s.max_new_tokens)]
+    if b == "anthropic" and spec.sampling.thinking:
+        out.append(("sampling.thinking", "must be false: Anthropic arms run with thinking off (the paper's setting)"))
+    for key in ("batch_size", "prompt_cap", "tensor_parallel", "max_concurrency"):
+        if not _at_least(getattr(spec, key), 1):
+            out.append((key, f"must be >= 1, got {getattr(spec, key)}"))
+    if not _at_least(spec.step, 0):
+        out.append(("step", f"must be >= 0 (0 = the policy the run starts from), got {spec.step}"))
+    if not _at_least(spec.steps, 0):
+        out.append(("steps", f"must be >= 0, got {spec.steps}"))
+    g = spec.gpu_memory_utilization
+    if g is not None and not 0 < g <= 1:
+        out.append(("gpu_memory_utilization", f"must be in (0, 1], got {g}"))
+    if spec.dtype is not None and spec.dtype not in DTYPES:
+        out.append(("dtype", f"must be one of {list(DTYPES)}, got {spec.dtype!r}"))
+    if b in ("openai", "anthropic"):
+        for key in ("timeout_s", "max_retries"):
+            if getattr(spec, key) is not None:
+                try:
+                    RetryPolicy(**{key: getattr(spec, key)})
+                except ValueError as exc:
+                    out.append((key, str(exc).removeprefix(f"{key} ")))
+    return out
+
 
 def _check_agent(raw: Any, source: str, where: str) -> AgentSpec:
     if not isinstance(raw, dict):
@@ -454,14 +543,9 @@ def _check_agent(raw: Any, source: str, where: str) -> AgentSpec:
         if val is not None and not _ENV_NAME.match(val):
             raise ValidationError(source, f"{where}.{key}", f"must be an environment variable name "
                                   f"(letters, digits, _), got {val!r}")
-    if backend == "scripted":
-        from negolib.agents.scripted import STRATEGIES
-
-        if spec.strategy not in STRATEGIES:
-            raise ValidationError(source, f"{where}.strategy", f"must be one of {sorted(STRATEGIES)}, "
-                                  f"got {spec.strategy!r}")
-    from negolib.agents.factory import spec_problems  # the agent builder's own checks
-
+    if backend == "scripted" and spec.strategy not in STRATEGIES:
+        raise ValidationError(source, f"{where}.strategy", f"must be one of {sorted(STRATEGIES)}, "
+                              f"got {spec.strategy!r}")
     for key, problem in spec_problems(spec):
         raise ValidationError(source, f"{where}.{key}", problem)
     return spec
@@ -486,8 +570,6 @@ def _positive(value: float | None, src: str, where: str, lo: float = 1, strict: 
 
 def _check_held_out(p: Params, domains: list[str]) -> None:
     """At most one evaluated domain is flagged held out, unless ``evaluation.held_out_domain`` names it."""
-    from negolib.domains import load_domains
-
     doms = load_domains()
     held = [d for d in domains if doms[d].held_out]
     named = p.evaluation.held_out_domain
@@ -505,8 +587,6 @@ def _check_held_out(p: Params, domains: list[str]) -> None:
 
 
 def _check_budgets(p: Params) -> None:
-    from negolib.book import NOTEBOOKS
-
     b = p.budgets
     _positive(b.total_s, p.source, "budgets.total_s", 0, strict=True)
     _positive(b.cell_timeout_s, p.source, "budgets.cell_timeout_s", 0, strict=True)
@@ -611,14 +691,6 @@ def _cross_check(p: Params) -> None:
             if arm is not None and arm not in p.arms:
                 raise ValidationError(src, f"design.sizes[{i}].{role}", f"unknown arm {arm!r}; "
                                       f"allowed: {sorted(p.arms)}")
-    for model, price in p.prices.items():
-        from negolib.cost import Price as CostPrice  # the cost table's own check
-
-        for key, args in (("input", (price.input, 0.0)), ("output", (0.0, price.output))):
-            try:
-                CostPrice(*args)
-            except ValueError as exc:
-                raise ValidationError(src, f"prices.{model}.{key}", str(exc).partition(" ")[2]) from None
     _unique(p.design.frontier, src, "design.frontier")
     for arm in p.design.frontier:
         if arm not in p.arms:
@@ -635,11 +707,9 @@ def _cross_check(p: Params) -> None:
                 raise ValidationError(src, f"beyond.{key}", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
 
 
-def train_config(params: Params, run: str, seed: int | None = None) -> Any:
-    """The ``negolib.training.TrainConfig`` of one run: its ``config`` overrides plus the run's buyer
+def train_config(params: Params, run: str, seed: int | None = None) -> TrainConfig:
+    """The :class:`~negolib.training.config.TrainConfig` of one run: its ``config`` overrides plus the run's buyer
     mixture, scaffold, seed and the evaluation's turn order."""
-    from negolib.training.config import TrainConfig
-
     r = params.training.runs[run]
     merged: dict[str, Any] = {"scaffold": r.scaffold, "seed": r.seeds[0] if seed is None else seed,
                               "first_mover": params.evaluation.first_mover, **r.config}
@@ -648,10 +718,8 @@ def train_config(params: Params, run: str, seed: int | None = None) -> Any:
     return TrainConfig.from_params(merged, source=f"{params.source}: training.runs.{run}.config")
 
 
-def warmup_config(params: Params, run: str, seed: int | None = None) -> Any:
-    """The run's ``negolib.training.warmup.WarmupConfig`` (seeded by the run seed), or None."""
-    from negolib.training.warmup import WarmupConfig
-
+def warmup_config(params: Params, run: str, seed: int | None = None) -> WarmupConfig | None:
+    """The run's :class:`~negolib.training.config.WarmupConfig` (seeded by the run seed), or None."""
     r = params.training.runs[run]
     if r.warmup is None:
         return None
@@ -660,10 +728,6 @@ def warmup_config(params: Params, run: str, seed: int | None = None) -> Any:
 
 
 def _check_training(p: Params) -> None:
-    try:
-        import negolib.training.config  # noqa: F401
-    except ImportError:  # the training package is optional at load time
-        return
     configs = {run: train_config(p, run) for run in p.training.runs}
     for run in p.training.runs:
         warmup_config(p, run)
@@ -687,82 +751,12 @@ def _check_training(p: Params) -> None:
 
 
 def _domain_names() -> set[str]:
-    from negolib.domains import load_domains
-
     return set(load_domains())
 
 
 # ---------------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------------
-
-class StrictLoader(yaml.SafeLoader):
-    """A YAML ``SafeLoader`` whose mapping constructor rejects a key given twice in one mapping.
-
-    PyYAML keeps the last value silently (a second ``seed:`` would win); here it is a
-    :class:`DuplicateKeyError` naming the dotted path of the key and both line numbers. Merge keys
-    (``<<: *anchor``) may still be overridden, as YAML intends.
-    """
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        self._paths: dict[int, str] = {}
-        self._index(node, "")
-        return super().construct_document(node)
-
-    def _index(self, node: yaml.Node, path: str) -> None:
-        """Record the dotted path of every mapping node (for error messages)."""
-        if id(node) in self._paths:  # an alias met again
-            return
-        self._paths[id(node)] = path
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value if isinstance(k, yaml.ScalarNode) else "?"
-                self._index(v, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                self._index(v, f"{path}[{i}]")
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
-            try:
-                seen = key in first
-            except TypeError:  # an unhashable key: the base constructor reports it
-                continue
-            if seen:
-                base = getattr(self, "_paths", {}).get(id(node), "")
-                raise DuplicateKeyError(f"{base}.{key}" if base else str(key), first[key], line)
-            first[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    """A mapping key given twice (raised by :class:`StrictLoader`)."""
-
-    def __init__(self, path: str, first_line: int, line: int) -> None:
-        self.path, self.first_line, self.line = path, first_line, line
-        super().__init__(f"{path}: key given twice, at line {first_line} and line {line}")
-
-
-def load_yaml(path: str | Path) -> Any:
-    """A YAML file loaded with :class:`StrictLoader`; a duplicate key or bad YAML is a
-    :class:`ValidationError` naming the file, the dotted key and the line(s)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(str(path), "<file>", f"is not UTF-8 text: {exc}") from exc
-    try:
-        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
-    except DuplicateKeyError as exc:
-        raise ValidationError(str(path), exc.path, f"key given twice, at line {exc.first_line} and line "
-                              f"{exc.line} (YAML would silently keep the last)") from exc
-    except yaml.YAMLError as exc:
-        raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
-
 
 def project_root(path: str | Path) -> Path:
     """The nearest ancestor of ``path`` holding ``pyproject.toml`` (else the file's folder)."""
@@ -834,7 +828,8 @@ def spec_dict(spec: AgentSpec) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k in keep and v not in (None, "", {}, [])}
 
 
-__all__ = ["AgentSpec", "Sampling", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",
+__all__ = ["AgentSpec", "DTYPES", "NOTEBOOKS", "OPENINGS", "Sampling", "check_opening", "spec_problems",
+           "train_config", "warmup_config", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",
            "SizeGroup", "DesignParams", "BeyondParams", "Price", "Budgets", "Params", "BACKENDS",
            "BACKEND_KEYS", "DuplicateKeyError", "StrictLoader", "load_params", "load_yaml", "parse_params",
            "project_root", "to_dict", "spec_dict"]

@@ -22,11 +22,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from negolib.domains import get_domain
+from negolib.efficiency import ScenarioOracle
+from negolib.paper import PaperReported
+from negolib.params import Params
+from negolib.scenarios import make_scenario
+from negolib.stats import contrast_lookup, estimate_lookup
+from negolib.training.runs import arm_steps
+from negolib.utility import both_utilities, features
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from negolib.params import Params
-    from negolib.tables import PaperReported
 
 ROLE_STYLE = {"base": ("base", "#777777", "o"), "shared": ("shared LR", "#1f77b4", "s"),
               "lr3": ("3× LR", "#d62728", "D"), "lr10": ("10× LR", "#9467bd", "^")}
@@ -67,10 +73,6 @@ def ledger_frames(record: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame
     seller's feature in [-1, 1] (NaN when unnamed); ``utilities``: seller/buyer U~ of the ledger
     after each turn, the action and whether the turn parsed.
     """
-    from negolib.domains import get_domain
-    from negolib.scenarios import make_scenario
-    from negolib.utility import both_utilities, features
-
     dom = get_domain(record["domain"])
     sc = make_scenario(dom, int(record["seed"]))
     names = [i.name for i in dom.issues]
@@ -129,8 +131,6 @@ def figure1(record: Mapping[str, Any], title: str | None = None, max_turns: int 
 # ---------------------------------------------------------------------------------------------
 
 def _ours_fig2(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame) -> tuple[list, list, list]:
-    from negolib.tables import contrast_lookup, estimate_lookup
-
     el, cl = estimate_lookup(est), contrast_lookup(contrasts)
     pts, diffs, refs = [], [], []
     for i, g in enumerate(params.design.sizes):
@@ -244,30 +244,11 @@ def figure2(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
 # Figure 3: gain vs steps, deal rate vs utility
 # ---------------------------------------------------------------------------------------------
 
-def arm_steps(params: Params, arm: str) -> int | None:
-    """Combined optimizer steps of an arm (``steps``, else a trained arm's ``step``; base = 0)."""
-    spec = params.arms[arm]
-    if spec.steps is not None:
-        return spec.steps
-    if spec.backend == "trained":
-        if spec.step is not None:
-            return spec.step
-        from negolib.agents.factory import checkpoint_dir
-
-        try:  # the last checkpoint the arm was evaluated from
-            return int(checkpoint_dir(params, spec).name.rsplit("-", 1)[1])
-        except (FileNotFoundError, ValueError, IndexError):
-            return None
-    return 0 if spec.backend in ("hf", "vllm") else None
-
-
 def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: PaperReported,
             training_steps: Mapping[str, int] | None = None) -> Figure:
     """Figure 3. (a) paired gain over base against combined steps per size (ours | paper's reported
     gains at 104 steps with the continuation gains as labels); (b) deal rate against deal-only U~ for
     every arm of ours, arrows base → trained, beside the paper's arms."""
-    from negolib.tables import contrast_lookup, estimate_lookup
-
     plt = _plt()
     el, cl = estimate_lookup(est), contrast_lookup(contrasts)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1, 1, 1.3]})
@@ -433,11 +414,6 @@ def ladder_curves(curves: Mapping[str, Sequence[float]], optimum: float | None =
 def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, title: str = "") -> Figure:
     """One scenario's exact Pareto frontier (seller Ũ, buyer Ũ), Nash and Kalai points, and the deals
     each arm reached on it (beyond the paper)."""
-    from negolib.domains import get_domain
-    from negolib.efficiency import ScenarioOracle
-    from negolib.scenarios import make_scenario
-    from negolib.utility import both_utilities
-
     plt = _plt()
     sc = make_scenario(get_domain(domain), seed)
     orc = ScenarioOracle.of(sc)
@@ -467,5 +443,4 @@ def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, 
     return fig
 
 
-__all__ = ["figure1", "figure2", "figure3", "ledger_frames", "pareto_figure", "training_curves", "arm_steps",
-           "ladder_curves"]
+__all__ = ["figure1", "figure2", "figure3", "ledger_frames", "pareto_figure", "training_curves", "ladder_curves"]

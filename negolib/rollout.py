@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from negolib.agents.base import Agent, AgentReply
 from negolib.env import EnvConfig, Episode, PartyView
 from negolib.scenarios import Scenario
-from negolib.transcripts import TranscriptStore, record_key
+from negolib.transcripts import SCHEMA_VERSION, TranscriptStore, record_key
 
 MAX_ERROR_CHARS = 500
 
@@ -125,8 +125,6 @@ def episode_record(spec: EpisodeSpec, ep: Episode, error: str | None = None) -> 
     try:
         rec = ep.record(arm=spec.arm, seller=spec.seller, buyer=spec.buyer)
     except Exception as exc:  # noqa: BLE001 - a broken episode still leaves an error row
-        from negolib.transcripts import SCHEMA_VERSION
-
         s = spec.scenario
         rec = {"schema": SCHEMA_VERSION, "arm": spec.arm, "seller": spec.seller, "buyer": spec.buyer,
                "domain": s.domain.name, "seed": s.seed, "held_out": s.domain.held_out, "status": "error",

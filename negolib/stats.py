@@ -42,10 +42,12 @@ import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from negolib.formatting import fmt_ci
 from negolib.metrics import Metric, episode_columns, get_metric
 
 KEY = ("domain", "seed", "buyer")
@@ -660,12 +662,6 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
-def fmt_ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
-    """``"+0.023 [+0.011, +0.035]"``."""
-    f = f"{{:+.{digits}f}}"
-    return f"{f.format(est)} [{f.format(lo)}, {f.format(hi)}]"
-
-
 def _primary_keys(primary: Iterable[Sequence[str]] | None) -> set[tuple[str, str, str]]:
     keys = set()
     for item in primary or ():
@@ -715,7 +711,7 @@ def contrast_table(df: pd.DataFrame, pairs: Sequence[tuple[str, str]],
     test_p = np.where(out["primary"], out["p_holm"], out["p_value"])
     out["significant"] = test_p < alpha
     out["mark"] = np.where(out["significant"], np.where(out["primary"], "*", "e"), "")
-    out["ci"] = [fmt_ci(e, lo, hi) for e, lo, hi in zip(out["estimate"], out["ci_low"], out["ci_high"])]
+    out["ci"] = [fmt_ci(e, lo, hi, signed=True) for e, lo, hi in zip(out["estimate"], out["ci_low"], out["ci_high"])]
     cols = ["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "primary",
             "significant", "mark", "ci"]
     return out[cols + [c for c in out.columns if c not in cols]]
@@ -728,3 +724,19 @@ def _row(c: Contrast) -> dict:
             "n_episodes": c.n_episodes, "n_dropped": c.n_dropped, "n_resamples": c.n_resamples,
             "n_undefined": c.n_undefined, "refined": c.refined, "se": (se := contrast_se(c)),
             "mde": minimum_detectable_effect(se, c.n_clusters, c.alpha)}
+
+
+# -- looking rows up in the tidy frames ----------------------------------------------------------
+
+def contrast_lookup(contrasts: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(arm_a, arm_b, metric) -> row dict."""
+    if contrasts is None or contrasts.empty:
+        return {}
+    return {(r["arm_a"], r["arm_b"], r["metric"]): r for r in contrasts.to_dict("records")}
+
+
+def estimate_lookup(est: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
+    """(arm, metric) -> row dict."""
+    if est is None or est.empty:
+        return {}
+    return {(r["arm"], r["metric"]): r for r in est.to_dict("records")}

@@ -16,100 +16,31 @@ under ``outputs/<profile>/tables/``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from negolib.params import load_yaml
+from negolib.diagnostics import decomposition_columns, decomposition_table, guards_table
+from negolib.domains import load_domains
+from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct, is_number
+from negolib.metrics import arm_table, buyer_split
+from negolib.paper import PaperReported, load_paper_reported
+from negolib.params import Params, SizeGroup, spec_dict
+from negolib.stats import ClusterResampler, arm_estimate, contrast_lookup, contrast_table, estimate_lookup, holm
+from negolib.training.flops import flops_from_log
 
-if TYPE_CHECKING:
-    from negolib.params import Params, SizeGroup
-
-DASH = "—"
 PAPER = "paper"
 ROLE_LABELS = {"base": "base", "shared_early": "shared LR (early)", "shared": "shared LR",
                "lr3": "3× LR", "lr10": "10× LR"}
 
 
 # ---------------------------------------------------------------------------------------------
-# The paper's reported numbers
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PaperReported:
-    """``params/paper_reported.yaml``: the paper's numbers, transcribed once (never computed)."""
-
-    data: dict[str, Any]
-    path: Path | None = None
-
-    def get(self, *keys: str, default: Any = None) -> Any:
-        """Nested lookup: ``get("table1", "E2B", "lr3_score")``."""
-        cur: Any = self.data
-        for k in keys:
-            if not isinstance(cur, Mapping) or k not in cur:
-                return default
-            cur = cur[k]
-        return cur
-
-    def arm(self, ref: str | None) -> dict[str, Any]:
-        """The paper's numbers for one of its 21 arms (empty when ``ref`` is None or unknown)."""
-        return dict(self.get("arms", ref, default={}) or {}) if ref else {}
-
-    def arm_label(self, ref: str | None) -> str:
-        a = self.arm(ref)
-        if not a:
-            return DASH
-        if "label" in a:
-            return str(a["label"])
-        size = self.get("sizes", a.get("size"), "label", default=a.get("size", ""))
-        recipe = {"base": "base", "shared": "shared LR", "lr3": "3× LR", "lr10": "10× LR"}.get(a.get("recipe"), "")
-        steps = f", {a['steps']} steps" if a.get("steps") else ""
-        return f"{size}, {recipe}{steps}"
-
-
-def load_paper_reported(path: str | Path) -> PaperReported:
-    """Load the paper's numbers (a plain YAML mapping; a key given twice is an error naming it)."""
-    path = Path(path)
-    data = load_yaml(path)
-    if not isinstance(data, dict) or "arms" not in data:
-        raise ValueError(f"{path}: not a paper_reported file (needs an 'arms' mapping)")
-    return PaperReported(data, path)
-
-
-# ---------------------------------------------------------------------------------------------
 # Formatting
 # ---------------------------------------------------------------------------------------------
-
-def _isnum(x: Any) -> bool:
-    return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def fmt_num(x: Any, digits: int = 3, signed: bool = False) -> str:
-    """A number with fixed digits (``—`` for missing)."""
-    if not _isnum(x):
-        return DASH
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
-def fmt_pct(x: Any, digits: int = 1) -> str:
-    """A share in [0, 1] as a percentage."""
-    return DASH if not _isnum(x) else f"{100 * x:.{digits}f}%"
-
-
-def fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, signed: bool = False, mark: str = "") -> str:
-    """``0.422 [0.400, 0.446]`` (``+0.023* [+0.011, +0.035]`` signed, with a mark)."""
-    if not _isnum(est):
-        return DASH
-    s = fmt_num(est, digits, signed) + (mark or "")
-    if _isnum(lo) and _isnum(hi):
-        s += f" [{fmt_num(lo, digits, signed)}, {fmt_num(hi, digits, signed)}]"
-    return s
-
 
 def fmt_paper(v: Any, digits: int = 3, signed: bool = False, mark: str = "", pct: bool = False) -> str:
     """A paper value: a number, or ``[est, lo, hi]``."""
@@ -117,12 +48,12 @@ def fmt_paper(v: Any, digits: int = 3, signed: bool = False, mark: str = "", pct
         return DASH
     if isinstance(v, (list, tuple)):
         if len(v) == 3:
-            return fmt_ci(v[0], v[1], v[2], digits, signed, mark)
+            return fmt_ci(v[0], v[1], v[2], digits, signed=signed, mark=mark)
         if len(v) == 2:
             return f"{fmt_num(v[0], digits)} → {fmt_num(v[1], digits)}"
     if pct:
         return fmt_pct(v)
-    return fmt_num(v, digits, signed) + (mark or "") if _isnum(v) else str(v)
+    return fmt_num(v, digits, signed) + (mark or "") if is_number(v) else str(v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,8 +165,6 @@ class Analysis:
         return cls(df, s.n_resamples, s.seed, s.alpha, s.refine, s.refine_resamples)
 
     def resampler(self, seeds: Iterable[Any]) -> Any:
-        from negolib.stats import ClusterResampler
-
         key = tuple(sorted(set(int(s) for s in seeds)))
         if key not in self._cache:
             self._cache[key] = ClusterResampler(np.asarray(key), self.n_resamples, self.seed)
@@ -261,8 +190,6 @@ def arm_estimates(an: Analysis, arms: Sequence[str], metrics: Sequence[Any],
 
     ``metrics``: names in :data:`negolib.metrics.METRICS` or :class:`negolib.metrics.Metric` objects
     (e.g. ``buyer_split(a, b)``). Each arm is resampled over the seeds it played."""
-    from negolib.stats import arm_estimate
-
     rows = []
     for arm in arms:
         if not an.has(arm):
@@ -282,8 +209,6 @@ def arm_estimates(an: Analysis, arms: Sequence[str], metrics: Sequence[Any],
 
 def point_estimates(df: pd.DataFrame, arms: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
     """Tidy point estimates (no intervals) of metrics per arm (``metrics.arm_table``)."""
-    from negolib.metrics import arm_table
-
     sub = df[df["arm"].isin(list(arms))] if not df.empty else df
     if sub.empty:
         return pd.DataFrame(columns=["arm", "metric", "estimate"])
@@ -298,8 +223,6 @@ def run_pairs(an: Analysis, pairs: Sequence[tuple[str, str]], metrics: Sequence[
               domains: Sequence[str] | None = None, buyer: str | None = None) -> pd.DataFrame:
     """Paired contrasts ``arm_a - arm_b``, grouped by the seeds each pair shares (one resampler per
     seed set); Holm over the ``primary`` pairs (S only); ``mark`` is ``*`` (primary, Holm) or ``e``."""
-    from negolib.stats import contrast_table, holm
-
     pairs = [(a, b) for a, b in pairs if an.has(a) and an.has(b)]
     if not pairs:
         return pd.DataFrame(columns=["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "p_value",
@@ -369,8 +292,6 @@ def decomposition(an: Analysis, pairs: Sequence[tuple[str, str]]) -> pd.DataFram
     """Table 2/9 inputs: paired deal-only changes (arm - base) over scenarios both arms closed, split
     into the seller's distributive and integrative parts, the buyer's U~ and joint welfare
     (:func:`negolib.diagnostics.decomposition_table`); metrics renamed to :data:`DECOMP_METRICS`."""
-    from negolib.diagnostics import decomposition_columns, decomposition_table
-
     pairs = [(a, b) for a, b in pairs if an.has(a) and an.has(b)]
     if not pairs:
         return pd.DataFrame()
@@ -413,8 +334,6 @@ class Results:
 
 def compute_results(df: pd.DataFrame, params: Params) -> Results:
     """Arm estimates (every metric of Tables 3-5 and the buyer split) and the design contrasts."""
-    from negolib.metrics import buyer_split
-
     an = Analysis.from_params(df, params)
     if df.empty:
         return Results(params, an, pd.DataFrame(columns=["arm", "metric", "estimate", "ci_low", "ci_high"]),
@@ -427,20 +346,6 @@ def compute_results(df: pd.DataFrame, params: Params) -> Results:
     return Results(params, an, est, design_contrasts(an, params))
 
 
-def contrast_lookup(contrasts: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """(arm_a, arm_b, metric) -> row dict."""
-    if contrasts is None or contrasts.empty:
-        return {}
-    return {(r["arm_a"], r["arm_b"], r["metric"]): r for r in contrasts.to_dict("records")}
-
-
-def estimate_lookup(est: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
-    """(arm, metric) -> row dict."""
-    if est is None or est.empty:
-        return {}
-    return {(r["arm"], r["metric"]): r for r in est.to_dict("records")}
-
-
 def _c(look: Mapping, a: str | None, b: str | None, metric: str = "score", signed: bool = True,
        digits: int = 3) -> str:
     if not a or not b:
@@ -448,7 +353,7 @@ def _c(look: Mapping, a: str | None, b: str | None, metric: str = "score", signe
     r = look.get((a, b, metric))
     if r is None:
         return DASH
-    return fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], digits, signed, r.get("mark", ""))
+    return fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], digits, signed=signed, mark=r.get("mark", ""))
 
 
 def _e(look: Mapping, arm: str | None, metric: str, digits: int = 3, ci: bool = True) -> str:
@@ -458,7 +363,7 @@ def _e(look: Mapping, arm: str | None, metric: str, digits: int = 3, ci: bool = 
     if r is None:
         return DASH
     if ci and "ci_low" in r:
-        return fmt_ci(r["estimate"], r.get("ci_low"), r.get("ci_high"), digits)
+        return fmt_ci(r["estimate"], r.get("ci_low"), r.get("ci_high"), digits, signed=False)
     return fmt_num(r["estimate"], digits)
 
 
@@ -494,8 +399,6 @@ def domains_overview(domains: Mapping[str, Any]) -> BookTable:
 
 def arm_matrix(params: Params) -> BookTable:
     """The profile's arms and buyers: backend, model/strategy, sampling, scaffold, paper row mapped."""
-    from negolib.params import spec_dict
-
     rows = []
     for section, specs in (("seller arm", params.arms), ("buyer", params.buyers)):
         for name, spec in specs.items():
@@ -517,8 +420,6 @@ def arm_matrix(params: Params) -> BookTable:
 
 def scenario_set_table(params: Params, paper: PaperReported) -> BookTable:
     """The evaluation scenario set: ours (full and LM subset) beside the paper's design."""
-    from negolib.domains import load_domains
-
     ev = params.evaluation
     doms = ev.domains or list(load_domains())
     held = [d for d in doms if load_domains()[d].held_out]
@@ -597,12 +498,12 @@ def recipe_table(config: Mapping[str, Any], paper: PaperReported, run: str = "")
     def get(d: Mapping, k: Any) -> str:
         if isinstance(k, tuple):
             vals = [d.get(x) for x in k]
-            return DASH if all(v is None for v in vals) else " / ".join(f"{v:g}" if _isnum(v) else str(v)
+            return DASH if all(v is None for v in vals) else " / ".join(f"{v:g}" if is_number(v) else str(v)
                                                                         for v in vals)
         v = d.get(k)
         if isinstance(v, (list, tuple)):
             return " / ".join(f"{x:g}" for x in v)
-        return DASH if v is None else (f"{v:g}" if _isnum(v) else str(v))
+        return DASH if v is None else (f"{v:g}" if is_number(v) else str(v))
 
     rows = [{"setting": label, "ours": get(config, ours), "paper: value": get(rec, theirs)}
             for label, ours, theirs in mapping]
@@ -640,7 +541,7 @@ def table8(sizes: Sequence[Mapping[str, Any]], paper: PaperReported) -> BookTabl
 
 
 def _fmt_count(n: Any) -> str:
-    if not _isnum(n):
+    if not is_number(n):
         return DASH
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
@@ -769,14 +670,14 @@ def table2(decomp: pd.DataFrame, opens: Mapping[str, float] | None, params: Para
                 if r is None:
                     return DASH
                 lo, hi = (r["ci_low"], r["ci_high"]) if with_ci else (None, None)
-                return fmt_ci(r["estimate"], lo, hi, 3, True, r.get("mark", ""))
+                return fmt_ci(r["estimate"], lo, hi, 3, signed=True, mark=r.get("mark", ""))
 
             def pcell(key: str, p: Mapping = p) -> str:
                 v = p.get(key)
                 if v is None:
                     return DASH
                 mark = "e" if (v[1] > 0 or v[2] < 0) else ""
-                return fmt_ci(v[0], v[1] if with_ci else None, v[2] if with_ci else None, 3, True, mark)
+                return fmt_ci(v[0], v[1] if with_ci else None, v[2] if with_ci else None, 3, signed=True, mark=mark)
 
             ob, oa = (opens or {}).get(g.base), (opens or {}).get(arm)
             n = look.get((arm, g.base, "welfare"), {}).get("n_episodes")
@@ -837,8 +738,6 @@ def table5(est: pd.DataFrame, split: pd.DataFrame | None, group: SizeGroup, para
 def guards_frame(an: Analysis, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
     """The four prespecified guards (:func:`negolib.diagnostics.guards_table`) of each (arm, base)
     pair, on the seeds both played, with paired seed-cluster intervals."""
-    from negolib.diagnostics import guards_table
-
     frames = []
     for arm, base in pairs:
         if an.has(arm) and an.has(base):
@@ -994,8 +893,6 @@ def training_summary(logs: Mapping[tuple[str, int], pd.DataFrame],
     """One row per (run, seed) from its step logs: steps, reward / KL / entropy first -> last,
     validation S first -> last, wall time, and training FLOPs (App. I: 2 N D_gen + 6 N D_train from
     the logged token counts) when ``n_params[run]`` is known."""
-    from negolib.training.flops import flops_from_log
-
     def arrow(df: pd.DataFrame, col: str, digits: int = 3) -> str:
         if df is None or df.empty or col not in df or df[col].notna().sum() == 0:
             return DASH

@@ -20,8 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from negolib.domains import Domain, Issue
+from negolib.agents.factory import ModelCache
+from negolib.agents.scripted import STRATEGIES, make_scripted
+from negolib.domains import Domain, Issue, get_domain, load_domains
+from negolib.env import EnvConfig, Episode
 from negolib.protocol import canonical_value
+from negolib.rollout import EpisodeSpec, play_one
+from negolib.scenarios import make_scenario
+from negolib.training.runs import build_agent
+from negolib.utility import both_utilities, contributions
 
 if TYPE_CHECKING:
     from negolib.book import Book
@@ -38,8 +45,6 @@ def ledger_table(scenario: Any, ledger: dict[str, Any], show_seller: bool = True
     """The ledger as a table: every schema term, its value ('' if unnamed) and each party's
     contribution w_k (phi_k + 1)/2 to U~ (the seller's column only with ``show_seller``)."""
     import pandas as pd
-
-    from negolib.utility import contributions
 
     d = scenario.domain
     sc, bc = contributions(d, scenario.seller, ledger), contributions(d, scenario.buyer, ledger)
@@ -160,16 +165,11 @@ class EpisodeExplorer:
     """Play one episode of a profile (domain, seed, seller arm, buyer) and step through its turns."""
 
     def __init__(self, book: Book, cache: Any = None) -> None:
-        from negolib.agents.factory import ModelCache
-
         self.book, self.cache = book, cache or ModelCache()
         self._agents: dict[str, Any] = {}
 
     def agent(self, name: str) -> Any:
         """A party of the profile by name, or a scripted strategy by its name (``hardheaded``, ...)."""
-        from negolib.agents.factory import build_agent
-        from negolib.agents.scripted import make_scripted
-
         if name not in self._agents:
             p = self.book.params
             if name not in p.arms and name not in p.buyers:
@@ -190,11 +190,6 @@ class EpisodeExplorer:
 
     def play(self, domain: str, seed: int, seller: str, buyer: str) -> dict[str, Any]:
         """The transcript record of one freshly played evaluation episode."""
-        from negolib.domains import get_domain
-        from negolib.env import EnvConfig
-        from negolib.rollout import EpisodeSpec, play_one
-        from negolib.scenarios import make_scenario
-
         ev = self.book.params.evaluation
         cfg = EnvConfig(max_rounds=ev.max_rounds, first_mover=ev.first_mover)
         spec = EpisodeSpec(seller, seller, buyer, make_scenario(get_domain(domain), int(seed)), cfg)
@@ -203,9 +198,6 @@ class EpisodeExplorer:
     @staticmethod
     def turn(record: dict[str, Any], k: int) -> tuple[dict[str, Any], Any]:
         """(turn k's record, the ledger table after it) for 1 <= k <= number of turns."""
-        from negolib.domains import get_domain
-        from negolib.scenarios import make_scenario
-
         t = record["turns"][k - 1]
         sc = make_scenario(get_domain(record["domain"]), int(record["seed"]))
         return t, ledger_table(sc, t["ledger"])
@@ -215,11 +207,6 @@ class EpisodeExplorer:
         """ipywidgets UI: pick domain, seed, seller, buyer; play; step through turns."""
         import ipywidgets as w
         from IPython.display import display
-
-        from negolib.agents.scripted import STRATEGIES
-        from negolib.domains import get_domain, load_domains
-        from negolib.scenarios import make_scenario
-        from negolib.utility import both_utilities
 
         p = self.book.params
         demo_seller, demo_buyer = self.demo_parties()
@@ -308,10 +295,6 @@ class BuyerSession:
 
     def __init__(self, book: Book, seller: str, domain: str = "car", seed: int = 5_000_053,
                  cache: Any = None) -> None:
-        from negolib.domains import get_domain
-        from negolib.env import EnvConfig, Episode
-        from negolib.scenarios import make_scenario
-
         self.book, self.seller = book, seller
         self.explorer = EpisodeExplorer(book, cache)
         self.scenario = make_scenario(get_domain(domain), int(seed))
@@ -363,8 +346,6 @@ class BuyerSession:
         return self.episode.turns[n:]
 
     def status(self) -> str:
-        from negolib.utility import both_utilities
-
         ep = self.episode
         su, bu = both_utilities(self.scenario, ep.ledger)
         if ep.done:

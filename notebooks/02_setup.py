@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -23,10 +25,10 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.agents.factory import ModelCache, describe_models
 from negolib.book import open_book
 from negolib.params import train_config
 from negolib.tables import arm_matrix, recipe_table, sampling_table, scenario_set_table, simple_table, table8
+from negolib.training.runs import describe_models
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -79,9 +81,8 @@ if not P.training.runs:
 # test dialogue and asserts that a multi-turn history rebuilt from them round-trips (App. J).
 
 # %%
-cache = ModelCache()
 bases = [g.base for g in P.design.sizes if P.arms[g.base].backend in ("hf", "vllm")]
-models = pd.DataFrame(describe_models(P, bases, cache))
+models = pd.DataFrame(describe_models(P, bases))
 sizes = [{"label": g.label, **r} for g, r in zip(P.design.sizes, models.to_dict("records")) if "params" in r]
 if sizes:
     display(B.save_table(table8(sizes, paper)))

@@ -34,12 +34,13 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import display
 
-from negolib.agents.factory import ModelCache, train_run
+from negolib.agents.factory import ModelCache
 from negolib.book import open_book
 from negolib.diagnostics import rolling_step_means, training_step_spread
+from negolib.formatting import fmt_ci
 from negolib.plots import ladder_curves, training_curves
-from negolib.stats import fmt_ci
 from negolib.tables import simple_table, training_summary, training_table
+from negolib.training.runs import train_run
 from negolib.transcripts import TranscriptStore
 
 # %% tags=["parameters"]
@@ -102,8 +103,10 @@ if ladder:
     for name, r in ladder.items():
         t, must = r.training, name == "rung"
         rows.append({"run": name, "must learn": "yes" if must else "no",
-                     "training gain [99% CI]": fmt_ci(t.train_gain.estimate, t.train_gain.ci_low, t.train_gain.ci_high),
-                     "evaluation gain [99% CI]": fmt_ci(r.eval_gain.estimate, r.eval_gain.ci_low, r.eval_gain.ci_high),
+                     "training gain [99% CI]": fmt_ci(t.train_gain.estimate, t.train_gain.ci_low,
+                                                      t.train_gain.ci_high, signed=True),
+                     "evaluation gain [99% CI]": fmt_ci(r.eval_gain.estimate, r.eval_gain.ci_low,
+                                                        r.eval_gain.ci_high, signed=True),
                      "S initial -> evaluated": f"{pd.Series(r.eval_initial).mean():.3f} -> "
                                                f"{pd.Series(r.eval_trained).mean():.3f}",
                      "max weight change": f"{t.weight_change:.2g}",

@@ -31,7 +31,7 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.agents.factory import ModelCache, build_agents
+from negolib.agents.factory import ModelCache
 from negolib.book import open_book, summarize_warnings
 from negolib.cost import dry_run
 from negolib.evaluation import (
@@ -44,6 +44,7 @@ from negolib.evaluation import (
     short_hash,
 )
 from negolib.tables import simple_table
+from negolib.training.runs import build_agents
 from negolib.transcripts import TranscriptStore
 
 # %% tags=["parameters"]

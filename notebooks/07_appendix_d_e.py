@@ -29,7 +29,6 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.agents.factory import ModelCache, describe_models
 from negolib.book import open_book
 from negolib.diagnostics import sample_transcripts, style_table
 from negolib.domains import load_domains
@@ -42,6 +41,7 @@ from negolib.tables import (
     training_summary,
     training_table,
 )
+from negolib.training.runs import describe_models
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -64,10 +64,9 @@ print(f"{len(records)} transcripts; {len(runs)} training runs; trained arms eval
 # (2·N·D_gen + 6·N·D_train from the logged token counts; N from the loaded initial weights).
 
 # %%
-cache = ModelCache()
 inits = {r: P.training.runs[r].init.split("@")[0] for r, _ in runs}
 init_arms = sorted({a for a in inits.values() if a in P.arms})
-sizes = {row["arm"]: row.get("params") for row in describe_models(P, init_arms, cache)}
+sizes = {row["arm"]: row.get("params") for row in describe_models(P, init_arms)}
 logs = {(r, s): B.training_log(r, s) for r, s in runs}
 vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
 n_params = {r: sizes.get(a) for r, a in inits.items()}

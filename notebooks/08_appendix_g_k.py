@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -25,12 +27,12 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.agents.factory import ModelCache, describe_models
 from negolib.book import open_book
 from negolib.cost import cost_frame
 from negolib.diagnostics import openings_table
 from negolib.evaluation import DeviationLog, PilotLog, check_protocol_hashes, load_protocol, protocol_hash
 from negolib.tables import cost_by_arm, cost_table, decomposition, simple_table, table2, table7
+from negolib.training.runs import describe_models
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -50,7 +52,7 @@ print(f"{len(records)} transcripts over {len(R.arms)} arms")
 
 # %%
 lm_arms = [a for a in R.arms if P.is_lm(a) and P.arms[a].backend in ("hf", "trained", "vllm")]
-serving = {r["arm"]: r for r in describe_models(P, lm_arms, ModelCache()) if "params" in r}
+serving = {r["arm"]: r for r in describe_models(P, lm_arms) if "params" in r}
 serving.update({a: {"device": "CPU (scripted)"} for a in R.arms if not P.is_lm(a)})
 display(B.save_table(table7(R.est, serving, P, paper)))
 

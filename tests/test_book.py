@@ -172,8 +172,8 @@ def test_book_refuses_records_of_another_protocol(tmp_path):
     once the frozen protocol exists (not only by the evaluation runner)."""
     import dataclasses
 
-    from negolib.agents.factory import build_agents
     from negolib.evaluation import ProtocolError, evaluate_arms, freeze, protocol_from_params
+    from negolib.training.runs import build_agents
 
     b = open_book(SMOKE, tmp_path / "o")
     proto = protocol_from_params(b.params, arms=["boulware"])

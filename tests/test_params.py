@@ -183,11 +183,12 @@ def test_output_dir_and_dict_views(tmp_path):
 # -- the agent factory -------------------------------------------------------------------------
 
 def test_factory_builds_scripted_and_fixed_opening_agents():
-    from negolib.agents.factory import FixedOpeningAgent, build_agents
+    from negolib.agents.factory import FixedOpeningAgent
     from negolib.agents.scripted import TimeDependentAgent
     from negolib.domains import get_domain
     from negolib.env import Episode
     from negolib.scenarios import make_scenario
+    from negolib.training.runs import build_agents
 
     p = load_params(ROOT / "params" / "smoke.yaml")
     agents = build_agents(p, ["boulware", "boulware_open_best", "buyer_linear"])
@@ -211,7 +212,7 @@ def test_factory_api_agent_needs_its_key_before_any_call(monkeypatch):
 
 
 def test_factory_trained_arm_without_checkpoint_is_clear(tmp_path):
-    from negolib.agents.factory import build_agent, trained_ready
+    from negolib.training.runs import build_agent, trained_ready
 
     p = load_params(ROOT / "params" / "smoke.yaml").with_output_dir(tmp_path)
     ok, why = trained_ready(p, "tiny_grpo")

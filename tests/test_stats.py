@@ -323,7 +323,7 @@ def test_contrast_table_holm_marks_and_format(study: pd.DataFrame) -> None:
     one = paired_contrast(study, "rl3", "rl", "deal_rate", r)
     row = t[(t["arm_a"] == "rl3") & (t["arm_b"] == "rl") & (t["metric"] == "deal_rate")].iloc[0]
     assert (row["ci_low"], row["ci_high"], row["p_value"]) == (one.ci_low, one.ci_high, one.p_value)
-    assert row["ci"] == fmt_ci(one.estimate, one.ci_low, one.ci_high)
+    assert row["ci"] == fmt_ci(one.estimate, one.ci_low, one.ci_high, signed=True)
     with pytest.raises(ValueError, match="primary"):
         contrast_table(study, pairs, ["score"], r, primary=[("rl", "rl3")], refine=False)
 
@@ -342,8 +342,8 @@ def test_contrast_table_refines_only_near_zero(study: pd.DataFrame) -> None:
 
 
 def test_fmt_ci() -> None:
-    assert fmt_ci(0.023, 0.011, 0.035) == "+0.023 [+0.011, +0.035]"
-    assert fmt_ci(-0.0001, -0.0224, 0.0004) == "-0.000 [-0.022, +0.000]"
+    assert fmt_ci(0.023, 0.011, 0.035, signed=True) == "+0.023 [+0.011, +0.035]"
+    assert fmt_ci(-0.0001, -0.0224, 0.0004, signed=True) == "-0.000 [-0.022, +0.000]"
 
 
 def test_resampler_validation() -> None:

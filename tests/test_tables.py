@@ -59,7 +59,8 @@ def test_table4_puts_paper_values_in_labelled_columns(setup):
     assert "paper: S" in t.paper_columns and "S (all domains)" not in t.paper_columns
     assert t.frame.loc["e2b_base", "paper: S"] == "0.422 [0.400, 0.446]"
     ours = est[(est["arm"] == "e2b_base") & (est["metric"] == "score")].iloc[0]
-    assert t.frame.loc["e2b_base", "S (all domains)"] == fmt_ci(ours["estimate"], ours["ci_low"], ours["ci_high"])
+    assert t.frame.loc["e2b_base", "S (all domains)"] == fmt_ci(ours["estimate"], ours["ci_low"], ours["ci_high"],
+                                                                       signed=False)
     assert t.frame.loc["e2b_base", "S (all domains)"] != t.frame.loc["e2b_base", "paper: S"]
 
 
@@ -119,7 +120,7 @@ def test_booktable_renders_and_saves(tmp_path, setup):
 
 
 def test_formatting_never_invents_numbers():
-    assert fmt_ci(float("nan"), 0, 1) == DASH
+    assert fmt_ci(float("nan"), 0, 1, signed=False) == DASH
     assert fmt_paper(None) == DASH
     assert fmt_paper([0.023, 0.011, 0.035], signed=True, mark="*") == "+0.023* [+0.011, +0.035]"
     assert fmt_paper(0.0004, 4) == "0.0004"

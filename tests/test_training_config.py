@@ -98,7 +98,7 @@ def test_vllm_server_mode_reaches_trl_config(tmp_path):
     from negolib.training.grpo import build_grpo_args
 
     cfg = TrainConfig(vllm_mode="server", vllm_server_base_url="http://127.0.0.1:8000")
-    args = build_grpo_args(cfg, tmp_path, cuda=False, backend="vllm", stop_ids=[2], progress=False)
+    args = build_grpo_args(cfg, tmp_path, cuda=False, backend="vllm", stop_ids=[2])
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://127.0.0.1:8000"
-    colocated = build_grpo_args(TrainConfig(), tmp_path, cuda=False, backend="vllm", stop_ids=[2], progress=False)
+    colocated = build_grpo_args(TrainConfig(), tmp_path, cuda=False, backend="vllm", stop_ids=[2])
     assert colocated.vllm_mode == "colocate" and colocated.vllm_gpu_memory_utilization == 0.45

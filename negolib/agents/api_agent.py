@@ -27,14 +27,13 @@ from abc import abstractmethod
 from collections.abc import Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.env import PartyView
+from negolib.prompts import render_messages
+from negolib.sampling import SamplingConfig, derive_seed, warn_drift
 from negolib.secrets import RedactingFilter, Secret, redact, require_key
-
-if TYPE_CHECKING:
-    from negolib.sampling import SamplingConfig
 
 log = logging.getLogger(__name__)
 Messages = list[dict[str, str]]
@@ -198,8 +197,6 @@ def classify_error(exc: BaseException, droppable: Sequence[str] = ()) -> Failure
 
 def as_sampling_config(sampling: Any) -> SamplingConfig:
     """A :class:`SamplingConfig` from one, a params ``Sampling`` dataclass, a mapping or ``None``."""
-    from negolib.sampling import SamplingConfig
-
     if sampling is None:
         return SamplingConfig()
     if isinstance(sampling, SamplingConfig):
@@ -283,9 +280,6 @@ class ApiAgent(Agent):
         Where a seed is sent, each request gets its own, derived from (declared seed, episode id,
         turn), so runs are reproducible where the provider honours seeds and episodes differ.
         """
-        from negolib.prompts import render_messages
-        from negolib.sampling import derive_seed
-
         batch: list[ChatJob | BaseException] = []
         for v in views:
             try:
@@ -385,8 +379,6 @@ class ApiAgent(Agent):
                                           "dropped for later calls"))
 
     def _warn_drift(self) -> None:
-        from negolib.sampling import warn_drift
-
         warn_drift(self.arm, self.sampling, self.sent_sampling(), rejected=list(self.rejected))
 
     # -- reporting ------------------------------------------------------------------------------

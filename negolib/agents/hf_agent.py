@@ -24,7 +24,7 @@ from typing import Any
 from negolib.agents.base import Agent, AgentReply
 from negolib.chat_template import TurnTags, decode_turn, derive_turn_tags, encode_chat
 from negolib.env import PartyView
-from negolib.models import prefill_kwargs
+from negolib.models import load_causal_lm, prefill_kwargs
 from negolib.prompts import PromptConfig, Scaffold, render_messages
 from negolib.sampling import SamplingConfig, derive_seed
 
@@ -204,8 +204,6 @@ class HFAgent(Agent):
     def from_pretrained(cls, name_or_path: str, sampling: SamplingConfig | None = None, dtype: str = "float32",
                         device: str = "cpu", **kw: Any) -> HFAgent:
         """Load a packaged model name, a local folder or a hub id (see :func:`negolib.models.load_causal_lm`)."""
-        from negolib.models import load_causal_lm
-
         model, tok = load_causal_lm(name_or_path, dtype=dtype, device=device)
         return cls(model, tok, sampling, model_name=str(name_or_path), **kw)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from negolib.errors import ValidationError
+from negolib.files import load_yaml  # the strict loader: a key given twice is an error
 
 DOMAIN_DIR = Path(__file__).parent
 IssueKind = Literal["continuous", "categorical", "binary"]
@@ -176,8 +177,6 @@ def parse_domain(data: Any, source: str = "<domain>") -> Domain:
 
 def load_domain(path: str | Path) -> Domain:
     """Load and validate one domain file; errors name the file, the field and what is allowed."""
-    from negolib.params import load_yaml  # the strict loader: a key given twice is an error
-
     path = Path(path)
     domain = parse_domain(load_yaml(path), str(path))
     _require(domain.name == path.stem, str(path), "name",

@@ -1,8 +1,11 @@
-"""The GRPO training recipe [paper §3 "Optimization", App. H] as one validated dataclass.
+"""The training recipes as validated dataclasses: GRPO [paper §3 "Optimization", App. H] and the format
+warm-up before it *(ours)*.
 
-Every default is the paper's unless marked *(ours)*. Any field can be overridden from a params
-dict (``TrainConfig.from_params``); an unknown key or a value of the wrong type is a
-:class:`negolib.errors.ValidationError` naming the field and what is allowed.
+Every default of :class:`TrainConfig` is the paper's unless marked *(ours)*. Any field of either can
+be overridden from a params dict (``TrainConfig.from_params``, ``WarmupConfig.from_params``); an
+unknown key or a value of the wrong type is a :class:`negolib.errors.ValidationError` naming the field
+and what is allowed. This module imports nothing of negolib but its errors, so that the profile loader
+(:mod:`negolib.params`) can check a profile's recipes at load.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from negolib.errors import ValidationError
@@ -277,3 +280,50 @@ def _coerce(source: str, name: str, value: Any, hint: Any) -> Any:
             raise ValidationError(source, name, f"must be a string, got {value!r}")
         return value
     return value
+
+
+@dataclass(frozen=True)
+class WarmupConfig:
+    """Settings of the format warm-up (all overridable from a profile's ``training.runs.<r>.warmup``)."""
+
+    demonstrations: int = 48
+    strategies: tuple[str, ...] = ("boulware", "linear", "hardheaded", "tit_for_tat")
+    max_terms: int = 4
+    seller_turns_per_episode: int = 3
+    scaffolds: tuple[str, ...] = ("training", "evaluation")
+    epochs: int = 1
+    learning_rate: float = 5e-5
+    warmup_fraction: float = 0.1
+    batch_size: int = 4
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    prompt_grad: bool = False
+    prompt_cap: int = 2048
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.demonstrations < 1 or self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("warmup: demonstrations, epochs and batch_size must be >= 1")
+        if not self.strategies:
+            raise ValueError("warmup: strategies must name at least one scripted strategy")
+        if not self.scaffolds or set(self.scaffolds) - {"training", "evaluation"}:
+            raise ValueError(f"warmup: scaffolds must be a non-empty subset of training/evaluation, "
+                             f"got {self.scaffolds}")
+        if not 0 < self.learning_rate < 1:
+            raise ValueError(f"warmup: learning_rate must be in (0, 1), got {self.learning_rate}")
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any] | None, source: str = "warmup") -> WarmupConfig:
+        """Build from a params mapping; unknown keys and wrong types are errors naming ``source``
+        (checked by the same rules as :meth:`negolib.training.config.TrainConfig.from_params`)."""
+        raw = dict(raw or {})
+        known = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise ValidationError(source, unknown[0], f"unknown warm-up keys {unknown}; allowed: {known}")
+        hints = typing.get_type_hints(cls)
+        kwargs = {k: _coerce(source, k, v, hints[k]) for k, v in raw.items()}
+        try:
+            return cls(**kwargs)
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None

@@ -17,17 +17,16 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from negolib.domains import load_domains
 from negolib.env import EnvConfig, Episode
 from negolib.errors import ValidationError
+from negolib.prompts import render_messages
 from negolib.scenarios import Scenario, make_scenario, train_seeds, validation_seeds
-
-if TYPE_CHECKING:
-    from negolib.training.config import TrainConfig
+from negolib.training.config import TrainConfig
 
 _TRAIN_STREAM, _VALIDATION_STREAM = 0, 1
 
@@ -98,8 +97,6 @@ def env_config(config: TrainConfig) -> EnvConfig:
 
 def first_prompt_messages(item: ScenarioItem, env: EnvConfig, scaffold: str) -> list[dict[str, str]]:
     """The seller's first chat messages for ``item`` (as the rollout renders them when the seller opens)."""
-    from negolib.prompts import render_messages
-
     ep = Episode(item.scenario, env, item.scenario_id)
     return render_messages(ep.view("seller"), scaffold)
 

@@ -46,20 +46,24 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from negolib.agents.base import Agent
+from negolib.agents.hf_agent import HFAgent
+from negolib.agents.scripted import STRATEGIES, make_scripted
+from negolib.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
+from negolib.env import Episode
 from negolib.files import atomic_write_text
+from negolib.models import resolve_model_path
+from negolib.prompts import render_messages
+from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
-from negolib.training.data import ScenarioItem, env_config, item_from_row, scenario_items
-from negolib.training.rollout import RolloutBatch, RolloutEngine, RolloutLimits
+from negolib.training.data import ScenarioItem, build_dataset, env_config, item_from_row, scenario_items
+from negolib.training.rollout import HFAgentGenerator, RolloutBatch, RolloutEngine, RolloutLimits, VLLMTokenGenerator
 from negolib.training.runlog import RunLog, append_records, prune_transcripts
 from negolib.training.schedule import WarmupCosine, lambda_scheduler
-
-if TYPE_CHECKING:
-    from negolib.chat_template import TurnTags
 
 TRAIN_LOG = "train_log"
 VALIDATION_LOG = "validation_log"
@@ -176,8 +180,6 @@ class EngineFactory:
     trainer: Any = None
 
     def generator(self, seed: int) -> Any:
-        from negolib.training.rollout import HFAgentGenerator, VLLMTokenGenerator
-
         tr, c = self.trainer, self.config
         if self.backend == "vllm":
 
@@ -187,9 +189,6 @@ class EngineFactory:
                     tr._last_loaded_step = tr.state.global_step
 
             return VLLMTokenGenerator(tr.vllm_generation, self.tags.stop_ids, sync)
-        from negolib.agents.hf_agent import HFAgent
-        from negolib.sampling import SamplingConfig
-
         sampling = SamplingConfig(c.temperature, c.top_p, c.top_k, c.max_new_tokens, seed=seed)
         agent = HFAgent(
             tr.accelerator.unwrap_model(tr.model),
@@ -382,21 +381,8 @@ class TrainResult:
     backend: str = "hf"
 
 
-def resolve_model_path(name_or_path: str | Path) -> str:
-    """A packaged model name (converted once, cached), a local folder, or a hub id as given."""
-    from negolib.models import LOCAL_MODELS, local_model_dir
-
-    key = str(name_or_path)
-    if key in LOCAL_MODELS:
-        return str(local_model_dir(key))
-    p = Path(key).expanduser()
-    return str(p) if p.is_dir() else key
-
-
 def default_buyers(config: TrainConfig) -> dict[str, Agent]:
     """Scripted buyers for every mixture name that is a scripted strategy (seeded with ``config.seed``)."""
-    from negolib.agents.scripted import STRATEGIES, make_scripted
-
     unknown = [n for n in config.buyer_mixture if n not in STRATEGIES]
     if unknown:
         raise KeyError(f"buyers {unknown} are not scripted strategies; pass agents for them in `buyers`")
@@ -405,10 +391,6 @@ def default_buyers(config: TrainConfig) -> dict[str, Agent]:
 
 def roundtrip_dialogue(item: ScenarioItem, config: TrainConfig, turns: int = 4) -> list[dict[str, str]]:
     """A multi-turn seller chat (scripted play) for the tag round-trip check before training [App. J]."""
-    from negolib.agents.scripted import make_scripted
-    from negolib.env import Episode
-    from negolib.prompts import render_messages
-
     ep = Episode(item.scenario, env_config(config), "roundtrip")
     agents = {"seller": make_scripted("linear"), "buyer": make_scripted("boulware")}
     while not ep.done and len(ep.turns) < turns:
@@ -416,9 +398,7 @@ def roundtrip_dialogue(item: ScenarioItem, config: TrainConfig, turns: int = 4) 
     return render_messages(ep.view("seller"), "training")
 
 
-def build_grpo_args(
-    config: TrainConfig, ckpt_dir: Path, cuda: bool, backend: str, stop_ids: Sequence[int], progress: bool
-) -> Any:
+def build_grpo_args(config: TrainConfig, ckpt_dir: Path, cuda: bool, backend: str, stop_ids: Sequence[int]) -> Any:
     """The ``GRPOConfig`` of the recipe (single process; accelerate scales it out)."""
     from trl import GRPOConfig
 
@@ -550,9 +530,6 @@ def build_run(
     import torch
     from transformers import AutoTokenizer
 
-    from negolib.chat_template import assert_roundtrip, derive_turn_tags
-    from negolib.training.data import build_dataset
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out / "checkpoints"
@@ -622,7 +599,7 @@ def build_run(
             run_name,
         )
     rollout_func = make_rollout_func(factory, tdir / "train.jsonl" if transcripts else None, run_name)
-    args = build_grpo_args(config, ckpt_dir, cuda, backend, tags.stop_ids, progress)
+    args = build_grpo_args(config, ckpt_dir, cuda, backend, tags.stop_ids)
     trainer_cls = _trainer_class()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*rollout_func.*experimental.*")
@@ -708,7 +685,6 @@ __all__ = [
     "default_buyers",
     "episode_reward",
     "make_rollout_func",
-    "resolve_model_path",
     "roundtrip_dialogue",
     "train",
 ]

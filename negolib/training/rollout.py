@@ -48,16 +48,15 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from negolib.agents.base import Agent
 from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
 from negolib.env import EnvConfig, Episode
+from negolib.prompts import render_messages
 from negolib.rollout import act_contained, error_text, reply_problem
-
-if TYPE_CHECKING:
-    from negolib.training.data import ScenarioItem
-
+from negolib.sampling import derive_seed
+from negolib.training.data import ScenarioItem
 
 # ---------------------------------------------------------------------------------------------
 # Token generators
@@ -108,8 +107,6 @@ class HFAgentGenerator:
         self.calls = 0
 
     def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[Generation]:
-        from negolib.sampling import derive_seed
-
         out: list[Generation] = []
         step = max(1, self.agent.max_batch)
         for i in range(0, len(contexts), step):
@@ -372,8 +369,6 @@ class RolloutEngine:
     def _render(self, view: Any) -> list[dict[str, str]]:
         if self.render is not None:
             return self.render(view, self.scaffold)
-        from negolib.prompts import render_messages
-
         return render_messages(view, self.scaffold)
 
     def play(self, items: Sequence[ScenarioItem], episode_ids: Sequence[str] | None = None) -> RolloutBatch:

@@ -25,70 +25,24 @@ import json
 import math
 import random
 import time
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from negolib.agents.base import Agent
+from negolib.agents.hf_agent import fit_prompt
+from negolib.agents.scripted import make_scripted
+from negolib.chat_template import derive_turn_tags
 from negolib.env import EnvConfig, Episode
-from negolib.models import prefill_kwargs
+from negolib.models import load_causal_lm, prefill_kwargs
+from negolib.training.checkpoints import atomic_dir
+from negolib.training.config import WarmupConfig
 
 __all__ = ["WarmupConfig", "Demonstration", "demonstrations", "format_warmup", "run_format_warmup",
            "warmup_dir", "warmup_ready"]
 
 COMPLETE = "warmup_complete.json"
-
-
-@dataclass(frozen=True)
-class WarmupConfig:
-    """Settings of the format warm-up (all overridable from a profile's ``training.runs.<r>.warmup``)."""
-
-    demonstrations: int = 48
-    strategies: tuple[str, ...] = ("boulware", "linear", "hardheaded", "tit_for_tat")
-    max_terms: int = 4
-    seller_turns_per_episode: int = 3
-    scaffolds: tuple[str, ...] = ("training", "evaluation")
-    epochs: int = 1
-    learning_rate: float = 5e-5
-    warmup_fraction: float = 0.1
-    batch_size: int = 4
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
-    prompt_grad: bool = False
-    prompt_cap: int = 2048
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.demonstrations < 1 or self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("warmup: demonstrations, epochs and batch_size must be >= 1")
-        if not self.strategies:
-            raise ValueError("warmup: strategies must name at least one scripted strategy")
-        if not self.scaffolds or set(self.scaffolds) - {"training", "evaluation"}:
-            raise ValueError(f"warmup: scaffolds must be a non-empty subset of training/evaluation, "
-                             f"got {self.scaffolds}")
-        if not 0 < self.learning_rate < 1:
-            raise ValueError(f"warmup: learning_rate must be in (0, 1), got {self.learning_rate}")
-
-    @classmethod
-    def from_params(cls, raw: Mapping[str, Any] | None, source: str = "warmup") -> WarmupConfig:
-        """Build from a params mapping; unknown keys and wrong types are errors naming ``source``
-        (checked by the same rules as :meth:`negolib.training.config.TrainConfig.from_params`)."""
-        from negolib.errors import ValidationError
-        from negolib.training.config import _coerce
-
-        raw = dict(raw or {})
-        known = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise ValidationError(source, unknown[0], f"unknown warm-up keys {unknown}; allowed: {known}")
-        hints = typing.get_type_hints(cls)
-        kwargs = {k: _coerce(source, k, v, hints[k]) for k, v in raw.items()}
-        try:
-            return cls(**kwargs)
-        except ValueError as exc:
-            raise ValueError(f"{source}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -114,10 +68,6 @@ def demonstrations(tokenizer: Any, items: Sequence[Any], buyers: Mapping[str, Ag
     Items are visited in order, strategies and scaffolds in rotation, until ``config.demonstrations``
     seller turns are collected (each episode gives its first ``seller_turns_per_episode``).
     """
-    from negolib.agents.hf_agent import fit_prompt
-    from negolib.agents.scripted import make_scripted
-    from negolib.chat_template import derive_turn_tags
-
     if not items:
         raise ValueError("warmup: no scenarios to draw demonstrations from")
     tags = derive_turn_tags(tokenizer, False, strict=False)
@@ -242,9 +192,6 @@ def run_format_warmup(init: str | Path, run_dir: str | Path, config: WarmupConfi
                       device: str = "cpu", progress: bool = True) -> Path:
     """Warm up the model at ``init`` and save it to :func:`warmup_dir` (atomically); a finished
     warm-up is not redone. Writes ``warmup_log.jsonl`` and ``demonstrations.jsonl`` beside it."""
-    from negolib.models import load_causal_lm
-    from negolib.training.checkpoints import atomic_dir
-
     root = Path(run_dir) / "warmup"
     final = warmup_dir(run_dir)
     if warmup_ready(run_dir) and final.is_dir():

@@ -1,0 +1,48 @@
+"""Number formatting shared by the book's tables and the tidy frames' ``ci`` columns.
+
+One rule for every interval: :func:`fmt_ci` prints ``estimate [low, high]`` with ``digits`` decimals,
+signed (``+0.023 [+0.011, +0.035]``, for differences) or not (``0.422 [0.400, 0.446]``, for levels) as
+the caller says; a missing or non-finite estimate is :data:`DASH`, a missing bound drops the interval.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+DASH = "—"
+"""A cell with nothing to show (no number is ever invented)."""
+
+
+def is_number(x: Any) -> bool:
+    """True for a finite real number (not a bool)."""
+    return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_num(x: Any, digits: int = 3, signed: bool = False) -> str:
+    """``x`` with ``digits`` decimals (a leading sign when ``signed``); :data:`DASH` when not a finite number."""
+    if not is_number(x):
+        return DASH
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def fmt_pct(x: Any, digits: int = 1) -> str:
+    """A share in [0, 1] as a percentage."""
+    return DASH if not is_number(x) else f"{100 * x:.{digits}f}%"
+
+
+def fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool, mark: str = "") -> str:
+    """``0.422 [0.400, 0.446]`` (levels, ``signed=False``) or ``+0.023* [+0.011, +0.035]`` (differences,
+    ``signed=True``, with a significance ``mark``). :data:`DASH` when ``est`` is not a finite number; the
+    interval is left out when a bound is not."""
+    if not is_number(est):
+        return DASH
+    s = fmt_num(est, digits, signed) + (mark or "")
+    if is_number(lo) and is_number(hi):
+        s += f" [{fmt_num(lo, digits, signed)}, {fmt_num(hi, digits, signed)}]"
+    return s
+
+
+__all__ = ["DASH", "fmt_ci", "fmt_num", "fmt_pct", "is_number"]
