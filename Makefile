@@ -42,6 +42,7 @@ lab: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check negolib tests benchmarks notebooks
+	$(BIN)/lint-imports --no-cache
 
 clean-outputs:
 	rm -rf outputs/smoke outputs/default outputs/paper outputs/cli

@@ -1,0 +1,163 @@
+"""negolib's layers are a checked contract: the import-linter contracts of ``pyproject.toml`` run here, so
+``make test`` (and CI) fails on a violation; ``make lint`` runs the same contracts through ``lint-imports``.
+
+Also checked: every module of negolib has a place in the layers (a new module must be placed), every
+top-level module but the few allowed ones is barred from importing a game, and the contracts as written
+do catch violations (they are run on a stub copy of negolib into which violating imports are written).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import grimp
+import pytest
+
+pytest.importorskip("importlinter")
+
+from importlinter import api  # noqa: E402  (importing it configures the readers)
+from importlinter.application.use_cases import create_report, read_user_options  # noqa: E402
+from importlinter.contracts.forbidden import ForbiddenContract  # noqa: E402
+from importlinter.contracts.layers import LayersContract  # noqa: E402
+from importlinter.domain.contract import registry  # noqa: E402
+
+registry.register(LayersContract, "layers")  # what `lint-imports` registers before it reads a config
+registry.register(ForbiddenContract, "forbidden")
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = ROOT / "pyproject.toml"
+MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.tournament", "negolib.report", "negolib.games"}
+
+
+def _contracts() -> list[dict[str, Any]]:
+    return api.read_configuration(str(PYPROJECT))["contracts_options"]
+
+
+def _contract(kind: str) -> dict[str, Any]:
+    (found,) = [c for c in _contracts() if c["type"] == kind]
+    return found
+
+
+def _layer_modules(layers: list[str]) -> list[str]:
+    """The module names of a layers contract's entries ("(a) : b" -> a, b)."""
+    return [m.strip().strip("()") for entry in layers for m in re.split(r"[|:]", entry) if m.strip()]
+
+
+def _imports(metadata: Any) -> list[str]:
+    """Every ``importer -> imported (lines)`` edge named anywhere in a broken contract's metadata."""
+    out: list[str] = []
+    if isinstance(metadata, dict):
+        if "importer" in metadata and "imported" in metadata:
+            lines = ", ".join(str(n) for n in metadata.get("line_numbers") or ())
+            out.append(f"{metadata['importer']} -> {metadata['imported']} (l.{lines})")
+        for v in metadata.values():
+            out += _imports(v)
+    elif isinstance(metadata, (list, tuple)):
+        for v in metadata:
+            out += _imports(v)
+    return out
+
+
+def _check(config: Path) -> dict[str, tuple[bool, list[str]]]:
+    """{contract name: (kept, the offending imports)} of the contracts in ``config``."""
+    report = create_report(read_user_options(str(config)), cache_dir=None)
+    return {c.name: (check.kept, _imports(check.metadata)) for c, check in report.get_contracts_and_checks()}
+
+
+# -- the project's contracts -------------------------------------------------------------------------
+
+
+def test_the_layers_and_the_games_contract_hold():
+    results = _check(PYPROJECT)
+    assert len(results) == len(_contracts()) >= 2
+    broken = {name: edges for name, (kept, edges) in results.items() if not kept}
+    assert not broken, "import contracts broken (see [tool.importlinter] in pyproject.toml):\n" + "\n".join(
+        f"{name}:\n  " + "\n  ".join(edges) for name, edges in broken.items())
+
+
+def test_every_module_has_a_layer():
+    named = _layer_modules(_contract("layers")["layers"])
+    graph = grimp.build_graph("negolib", cache_dir=None)
+    placed = lambda m: any(m == n or m.startswith(n + ".") or n.startswith(m + ".") for n in named)  # noqa: E731
+    unplaced = sorted(m for m in graph.modules if m != "negolib" and not placed(m))
+    assert not unplaced, f"modules with no layer: {unplaced}; name each in a layer of pyproject.toml's " \
+                         "[tool.importlinter] contract 'layers' (the lowest it fits)"
+
+
+def test_only_the_allowed_modules_may_import_a_game():
+    sources = set(_contract("forbidden")["source_modules"])
+    assert _contract("forbidden")["forbidden_modules"] == ["negolib.games"]
+    graph = grimp.build_graph("negolib", cache_dir=None)
+    unbarred = sorted(graph.find_children("negolib") - sources - MAY_IMPORT_GAMES)
+    assert not unbarred, f"top-level modules not barred from importing negolib.games: {unbarred}; add them to " \
+                         "source_modules of pyproject.toml's contract 'games'"
+
+
+# -- the contracts can fail --------------------------------------------------------------------------
+
+VIOLATIONS = {
+    # (importer, imported): the contract that must break
+    ("params", "agents.factory"): "layers",  # the profile below the agent builder
+    ("agents.factory", "training.runs"): "layers",  # the agent builder launching training
+    ("plots", "tables"): "layers",  # independent siblings
+    ("env", "transcripts"): None,  # allowed: downward
+    ("book", "games.base"): "games",  # the shared machinery naming a game
+}
+
+
+def _stub_package(root: Path, name: str, modules: list[str], imports: dict[str, list[str]]) -> None:
+    """A package ``name`` under ``root`` holding ``modules`` (dotted, relative), each importing ``imports``."""
+    for mod in modules:
+        parts = mod.split(".")
+        for i in range(len(parts) - 1):
+            pkg = root / name / Path(*parts[: i + 1])
+            pkg.mkdir(parents=True, exist_ok=True)
+            (pkg / "__init__.py").touch()
+        path = root / name / Path(*parts[:-1]) / f"{parts[-1]}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if (root / name / Path(*parts)).is_dir():  # also a package: its __init__ imports
+            path = root / name / Path(*parts) / "__init__.py"
+        path.write_text("".join(f"import {name}.{m}\n" for m in imports.get(mod, [])))
+    (root / name / "__init__.py").touch()
+
+
+def _stub_config(path: Path, name: str) -> Path:
+    """The project's contracts with negolib's modules renamed into package ``name`` (a TOML file)."""
+    rename = lambda m: re.sub(r"\bnegolib\b", name, m)  # noqa: E731
+    lines = ["[tool.importlinter]", f'root_package = "{name}"']
+    for contract in _contracts():
+        lines.append("[[tool.importlinter.contracts]]")
+        for k, v in contract.items():
+            v = [rename(m) for m in v] if k in ("layers", "source_modules", "forbidden_modules") else v
+            lines.append(f"{k} = {json.dumps(v)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("inject", [[], *[[v] for v in VIOLATIONS]], ids=lambda v: "clean" if not v else
+                         f"{v[0][0]}->{v[0][1]}")
+def test_the_contracts_catch_violations(tmp_path, monkeypatch, inject):
+    """A stub negolib with every module the contracts name passes them; written into it, each violating
+    import breaks the contract it must break (and an allowed one breaks none)."""
+    name = f"stub_negolib_{len(inject)}_{abs(hash(tuple(inject))) % 10**8}"
+    contracts = _contracts()
+    modules = [m.removeprefix("negolib.") for m in _layer_modules(_contract("layers")["layers"])]
+    modules += [m.removeprefix("negolib.") for c in contracts for m in c.get("source_modules", [])]
+    modules += ["games.base", "report.tables"]
+    modules = sorted(set(modules) - {"negolib"})
+    imports: dict[str, list[str]] = {}
+    for importer, imported in inject:
+        imports.setdefault(importer, []).append(imported)
+    _stub_package(tmp_path, name, modules, imports)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results = _check(_stub_config(tmp_path / "contracts.toml", name))
+    expected = {VIOLATIONS[v] for v in inject} - {None}
+    by_id = {c.get("id"): results[c["name"]] for c in contracts}
+    assert {cid for cid, (kept, _) in by_id.items() if not kept} == expected, by_id
+    for importer, imported in inject:
+        if VIOLATIONS[(importer, imported)]:
+            _, edges = by_id[VIOLATIONS[(importer, imported)]]
+            assert any(e.startswith(f"{name}.{importer} -> {name}.{imported} ") for e in edges), edges
