@@ -15,14 +15,11 @@ from typing import Any
 
 import grimp
 import pytest
-
-pytest.importorskip("importlinter")
-
-from importlinter import api  # noqa: E402  (importing it configures the readers)
-from importlinter.application.use_cases import create_report, read_user_options  # noqa: E402
-from importlinter.contracts.forbidden import ForbiddenContract  # noqa: E402
-from importlinter.contracts.layers import LayersContract  # noqa: E402
-from importlinter.domain.contract import registry  # noqa: E402
+from importlinter import api  # importing it configures the readers
+from importlinter.application.use_cases import create_report, read_user_options
+from importlinter.contracts.forbidden import ForbiddenContract
+from importlinter.contracts.layers import LayersContract
+from importlinter.domain.contract import registry
 
 registry.register(LayersContract, "layers")  # what `lint-imports` registers before it reads a config
 registry.register(ForbiddenContract, "forbidden")
