@@ -118,7 +118,7 @@ class Book:
 
     @property
     def paper(self) -> Any:
-        """The paper's reported numbers (:class:`negolib.tables.PaperReported`)."""
+        """The paper's reported numbers (:class:`negolib.paper.PaperReported`)."""
         return load_paper_reported(self.params.paper_reported_path)
 
     def save_table(self, table: Any) -> Any:
@@ -207,7 +207,7 @@ class Book:
                 if s.backend in ("openai", "anthropic")}
 
     def prices(self) -> tuple[dict[str, Any], list[str]]:
-        """(the params price table as :class:`negolib.cost.Price` values, API models without a price).
+        """(the params price table as :class:`negolib.params.Price` values, API models without a price).
 
         Unpriced API models get a zero price in the table so that calls and tokens are still counted;
         callers must not report USD for them (they are listed in the second element)."""

@@ -174,7 +174,7 @@ class TrainingRun:
 
     ``init`` is an arm name (an ``hf`` arm) or ``run@step`` (a continuation from a checkpoint).
     ``config`` is passed to ``negolib.training.TrainConfig`` as overrides (checked there).
-    ``warmup`` (overrides of ``negolib.training.warmup.WarmupConfig``; absent: none) runs a short
+    ``warmup`` (overrides of ``negolib.training.config.WarmupConfig``; absent: none) runs a short
     supervised format warm-up before GRPO; the warmed-up model is then the run's step 0.
     """
 
