@@ -14,6 +14,7 @@ from negolib.games.base import Game
 REGISTRY: dict[str, str] = {
     "multi_issue": "negolib.games.multi_issue:MultiIssueGame",
     "bilateral": "negolib.games.bilateral:BilateralGame",
+    "multi_buyer": "negolib.games.multi_buyer:MultiBuyerGame",
 }
 """Game name -> ``module:Class``."""
 
