@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "multi_issue": "negolib.games.multi_issue:MultiIssueGame",
     "bilateral": "negolib.games.bilateral:BilateralGame",
     "multi_buyer": "negolib.games.multi_buyer:MultiBuyerGame",
+    "multi_product": "negolib.games.multi_product:MultiProductGame",
 }
 """Game name -> ``module:Class``."""
 

@@ -140,6 +140,11 @@ class Episode:
     def seller_turns(self) -> int:
         return len(self.addressed)
 
+    def where(self) -> str:
+        """``"market|seed turn T (who)"``, naming the turn to play in an error."""
+        who = "seller" if self.pending is None else buyer_id(self.pending.to)
+        return f"{self.scenario.key} turn {self.seller_turns + (self.pending is None)} ({who})"
+
     def view(self) -> SellerView | BuyerView:
         """The view of the party to move (the seller, or the buyer addressed this turn)."""
         s = self.scenario

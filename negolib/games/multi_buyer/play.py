@@ -1,46 +1,61 @@
 """Batched play of the multi-buyer market: many markets advance together, one agent call per wave and role.
 
 Contract: :func:`play_episodes` plays one seller against one buyer agent (the whole buyer pool: it answers for
-every buyer of every market) on every scenario and returns one JSON-ready record per scenario, in order. Each
-wave gathers every live episode's pending view for an agent into one ``act_batch`` call (seller turns in one,
-buyer answers in the other). A failure (the agent raising or answering badly for a view, the environment
+every buyer of every market) on every scenario and returns one JSON-ready record per scenario, in order.
+:func:`play_waves` (shared with the multi-product market) gathers every live episode's pending view for an agent
+into one ``act_batch`` call per wave. A failure (the agent raising or answering badly for a view, the environment
 raising) ends only that episode, as a record with status ``error`` and ``error`` saying where.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
+from negolib.agents.base import AgentReply
 from negolib.games.bilateral.play import reply_turn
 from negolib.games.multi_buyer.env import Episode
 from negolib.games.multi_buyer.scenarios import MultiBuyerScenario
 from negolib.rollout import act_contained, error_text, reply_problem
 
 
-def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenario], progress: bool = False,
-                  **extra: Any) -> list[dict[str, Any]]:
-    """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
-    names = {"seller": getattr(seller, "name", "seller"), "buyer": getattr(buyer, "name", "buyer")}
-    agents = {"seller": seller, "buyer": buyer}
-    episodes = [Episode(sc, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
+class WaveEpisode(Protocol):
+    """What :func:`play_waves` asks of an episode."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def to_move(self) -> str: ...
+
+    def view(self) -> Any: ...
+
+    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any: ...
+
+    def where(self) -> str: ...
+
+
+def play_waves(episodes: Sequence[WaveEpisode], agents: dict[str, Any], turn_of: Callable[[AgentReply], Any],
+               progress: bool = False, desc: str = "episodes") -> dict[int, str]:
+    """Play ``episodes`` to the end, one ``act_batch`` call per wave and role (``agents``: role -> agent); each
+    reply becomes a turn through ``turn_of``. Returns {episode index: error text} for the episodes that failed."""
     errors: dict[int, str] = {}
-    live = list(range(len(episodes)))
-    bar = tqdm(total=len(episodes), desc="markets", unit="ep", disable=not progress, leave=False)
+    live = [i for i, ep in enumerate(episodes) if not ep.done]
+    bar = tqdm(total=len(episodes), initial=len(episodes) - len(live), desc=desc, unit="ep", disable=not progress,
+               leave=False)
     try:
         while live:
-            groups: dict[str, list[int]] = {"seller": [], "buyer": []}
+            groups: dict[str, list[int]] = {role: [] for role in agents}
             views: dict[int, Any] = {}
             for i in live:
                 ep = episodes[i]
                 try:
                     views[i] = ep.view()
+                    groups[ep.to_move].append(i)
                 except Exception as exc:  # noqa: BLE001 - contained to this episode
-                    errors[i] = error_text(exc, _where(ep))
-                    continue
-                groups[ep.to_move].append(i)
+                    errors[i] = error_text(exc, ep.where())
             for role, idx in groups.items():
                 if not idx:
                     continue
@@ -49,12 +64,12 @@ def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenari
                     ep = episodes[i]
                     problem = reply_problem(rep)
                     if problem is not None:
-                        errors[i] = f"{_where(ep)}: {problem}"
+                        errors[i] = f"{ep.where()}: {problem}"
                         continue
                     try:
-                        ep.step(reply_turn(rep), rep.input_tokens, rep.output_tokens, rep.latency_s)
+                        ep.step(turn_of(rep), rep.input_tokens, rep.output_tokens, rep.latency_s)
                     except Exception as exc:  # noqa: BLE001 - contained to this episode
-                        errors[i] = error_text(exc, _where(ep))
+                        errors[i] = error_text(exc, ep.where())
             still = []
             for i in live:
                 if i in errors or episodes[i].done:
@@ -64,6 +79,15 @@ def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenari
             live = still
     finally:
         bar.close()
+    return errors
+
+
+def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenario], progress: bool = False,
+                  **extra: Any) -> list[dict[str, Any]]:
+    """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
+    names = {"seller": getattr(seller, "name", "seller"), "buyer": getattr(buyer, "name", "buyer")}
+    episodes = [Episode(sc, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
+    errors = play_waves(episodes, {"seller": seller, "buyer": buyer}, reply_turn, progress, "markets")
     records = []
     for i, ep in enumerate(episodes):
         rec = ep.record(seller=names["seller"], buyer=names["buyer"], **extra)
@@ -71,8 +95,3 @@ def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenari
             rec["status"], rec["error"] = "error", errors[i]
         records.append(rec)
     return records
-
-
-def _where(ep: Episode) -> str:
-    who = "seller" if ep.pending is None else f"buyer_{ep.pending.to + 1}"
-    return f"{ep.scenario.key} turn {ep.seller_turns + (ep.pending is None)} ({who})"
