@@ -7,7 +7,10 @@ SDKs talk to it over real sockets. Its text comes from a *responder*: :func:`tur
 SmolLM2 via transformers). :class:`Fault` rules inject failures into chosen requests: 429 with
 ``retry-after``, 500, 529 overloaded, a hang past the client timeout, a truncated JSON body, a
 dropped connection, and a 401 whose message echoes the key it received (as real providers echo
-part of a bad key), to test redaction. :class:`TransformersServe` runs the real ``transformers serve`` process.
+part of a bad key), to test redaction. A reply may carry tool calls (:func:`tool_responder`): the
+OpenAI server returns them as ``tool_calls`` (arguments as a JSON string, or a raw string for a
+malformed call), the Anthropic server as ``tool_use`` blocks. :class:`TransformersServe` runs the
+real ``transformers serve`` process.
 Every server listens on 127.0.0.1 only and every wait is bounded.
 """
 
@@ -45,10 +48,14 @@ class ChatRequest:
 
 @dataclass
 class ChatReply:
+    """What the server answers. ``tool_calls``: ``{"name", "arguments"}`` dicts (arguments a dict, or a string
+    sent as is: a malformed call), answered in the provider's native tool-call shape."""
+
     text: str
     input_tokens: int
     output_tokens: int
     finish: str = "stop"
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 Responder = Callable[[ChatRequest], ChatReply]
@@ -64,6 +71,18 @@ def turn_responder(text: str = DEFAULT_TURN) -> Responder:
     def respond(req: ChatRequest) -> ChatReply:
         prompt = "".join(m["content"] for m in req.messages)
         return ChatReply(text, _approx_tokens(prompt), _approx_tokens(text))
+
+    return respond
+
+
+def tool_responder(text: str = "", calls: list[dict[str, Any]] | None = None) -> Responder:
+    """A deterministic responder answering ``text`` plus ``calls`` (``{"name", "arguments"}`` dicts) every time:
+    a call, a malformed call, two calls, or prose only (no calls)."""
+
+    def respond(req: ChatRequest) -> ChatReply:
+        prompt = "".join(m["content"] for m in req.messages)
+        return ChatReply(text, _approx_tokens(prompt), _approx_tokens(text) + 5 * len(calls or ()),
+                         tool_calls=list(calls or ()))
 
     return respond
 
@@ -228,25 +247,48 @@ class ChatServer:
 
     def _success(self, body: dict[str, Any]) -> dict[str, Any]:
         rep = self.responder(self._request(body))
+        calls = rep.tool_calls or []
+        ids = [c.get("id") or f"call_{self.stats.requests}_{i}" for i, c in enumerate(calls)]
         if self.api == "anthropic":
+            content: list[dict[str, Any]] = [{"type": "text", "text": rep.text}] if rep.text or not calls else []
+            content += [{"type": "tool_use", "id": i, "name": c["name"], "input": c.get("arguments", {})}
+                        for i, c in zip(ids, calls)]
+            stop = "max_tokens" if rep.finish == "length" else ("tool_use" if calls else "end_turn")
             return {"id": f"msg_{self.stats.requests}", "type": "message", "role": "assistant",
-                    "model": body.get("model", "local"), "content": [{"type": "text", "text": rep.text}],
-                    "stop_reason": "max_tokens" if rep.finish == "length" else "end_turn",
+                    "model": body.get("model", "local"), "content": content,
+                    "stop_reason": stop,
                     "stop_sequence": None,
                     "usage": {"input_tokens": rep.input_tokens, "output_tokens": rep.output_tokens}}
+        message: dict[str, Any] = {"role": "assistant", "content": rep.text}
+        finish = rep.finish
+        if calls:
+            message["content"] = rep.text or None
+            message["tool_calls"] = [
+                {"id": i, "type": "function", "function": {"name": c["name"], "arguments": (
+                    c["arguments"] if isinstance(c.get("arguments"), str) else json.dumps(c.get("arguments", {})))}}
+                for i, c in zip(ids, calls)]
+            finish = "tool_calls" if finish == "stop" else finish
         return {"id": f"chatcmpl-{self.stats.requests}", "object": "chat.completion",
                 "created": int(time.time()), "model": body.get("model", "local"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": rep.text},
-                             "finish_reason": rep.finish}],
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": finish}],
                 "usage": {"prompt_tokens": rep.input_tokens, "completion_tokens": rep.output_tokens,
                           "total_tokens": rep.input_tokens + rep.output_tokens}}
 
 
 def _text(content: Any) -> str:
-    """Message content as plain text (a string or a list of text blocks)."""
+    """Message content as plain text (a string, None as with an assistant turn of tool calls only, or a list of
+    blocks: text blocks' text and string ``tool_result`` contents; ``tool_use`` blocks give nothing)."""
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    out = []
+    for b in content:
+        if isinstance(b, dict):
+            inner = b.get("content") if b.get("type") == "tool_result" else None
+            out.append(b.get("text", "") if inner is None else _text(inner))
+    return "".join(out)
 
 
 class _Handler(BaseHTTPRequestHandler):

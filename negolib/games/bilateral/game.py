@@ -1,7 +1,8 @@
 """Bilateral price bargaining behind the plug-in interface (:class:`negolib.games.base.Game`).
 
 Contract: :class:`BilateralGame` plays :mod:`.env` (10 turns, seller first by default) with the scripted agents of
-:mod:`.scripted` over the evaluation scenarios of every price tier (keys ``"tier|seed"``, clustered by seed).
+:mod:`.scripted` and the language-model agents of :mod:`.agents` (``hf:<path>``, ``openai:<model>``,
+``anthropic:<model>``) over the evaluation scenarios of every price tier (keys ``"tier|seed"``, clustered by seed).
 A payoff is the seller's surplus share (price - cost) / (value - cost) of a deal with a zone, the buyer's is one
 minus it, both clipped to [0, 1]; 0 each without a deal or without a zone; error rows are not valid.
 """
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from negolib.games.base import Game, Payoffs, UnknownAgent
+from negolib.games.bilateral.agents import LM_FORMS, LMAgents, LMOptions, split_name
 from negolib.games.bilateral.env import BilateralConfig
 from negolib.games.bilateral.play import play_episodes
 from negolib.games.bilateral.scenarios import BilateralScenario, evaluation_set, parse_key
@@ -31,16 +33,21 @@ class BilateralGame(Game):
                "accept_offer/walk_away tool calls, 10 turns, five price tiers $10-$100k; payoff = surplus share")
     payoff_label = "surplus share"
 
-    def __init__(self, config: BilateralConfig | None = None) -> None:
+    def __init__(self, config: BilateralConfig | None = None, lm: LMOptions | None = None) -> None:
         self.config = config or BilateralConfig()
+        self.lm_agents = LMAgents(lm or LMOptions())  # local weights are loaded once per game object
 
     def scripted_strategies(self) -> tuple[str, ...]:
         return tuple(sorted(STRATEGIES))
 
     def make_agent(self, name: str, role: str, seed: int) -> Any:
-        if name not in STRATEGIES:
-            raise UnknownAgent(self.name, name, self.scripted_strategies())
-        return make_scripted(name, role, seed)
+        """A scripted strategy by name, or a language-model agent ``hf:<path>`` (a local model folder or a packaged
+        model name), ``openai:<model>`` or ``anthropic:<model>`` (keys from the environment; see :class:`LMOptions`)."""
+        if name in STRATEGIES:
+            return make_scripted(name, role, seed)
+        if split_name(name) is not None:
+            return self.lm_agents.make(name, role, seed)
+        raise UnknownAgent(self.name, name, (*self.scripted_strategies(), *LM_FORMS))
 
     def tournament_scenarios(self, n_seeds: int) -> list[BilateralScenario]:
         return evaluation_set(n_seeds)

@@ -1,18 +1,29 @@
-"""Prompts for a language-model party in bilateral price bargaining (the agents themselves come later).
+"""Prompts for a language-model party in bilateral price bargaining, and the chat history the agents send.
 
 Contract: :func:`system_prompt` states the party's role, private cost or value, price tier, deadline and the three
 tools; with ``tools_in_prompt`` it also embeds the tool schemas (:mod:`.tools`) and asks for a Hermes-style
 ``<tool_call>`` JSON, for chat templates without tool support. :func:`turn_message` is the per-turn user message:
 the counterpart's latest message and call, the standing offers, the turns left, and why the party's own last
-call had no effect. Both are pure functions of a :class:`~.env.BargainView`; counterpart text arrives cleaned.
+call had no effect. :func:`chat_messages` is the whole conversation as the party lived it: the system prompt,
+then per own past turn the user message it was asked with, its own reply as an assistant message with its tool
+call (``tool_calls`` plus a ``tool`` result message, or the ``<tool_call>`` text), and the current turn's user
+message. All are pure functions of a :class:`~.env.BargainView`; counterpart text arrives cleaned.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from typing import Any, Literal
 
-from negolib.games.bilateral.env import BargainView
+from negolib.games.bilateral.env import BargainView, HistoryEntry
+from negolib.games.bilateral.protocol import Action, format_tool_call
 from negolib.games.bilateral.tools import ACCEPT_OFFER, MAKE_OFFER, TOOLS, WALK_AWAY
+
+ToolFormat = Literal["native", "text"]
+"""How a chat carries tool calls: ``native`` (assistant ``tool_calls`` and ``tool`` result messages, for tool-calling
+APIs and chat templates with tool support) or ``text`` (``<tool_call>`` JSON in the assistant text, the tool schemas
+in the system prompt, results folded into the next user message)."""
 
 
 def money(price: float) -> str:
@@ -94,3 +105,72 @@ def turn_message(view: BargainView) -> str:
     if view.own_turns_left == 1:
         lines.append("This is your last turn.")
     return "\n".join(lines)
+
+
+def past_view(view: BargainView, turn: int) -> BargainView:
+    """The view ``view.role`` had when asked for its earlier turn ``turn`` (history before it, offers standing then)."""
+    if not 1 <= turn <= view.turn:
+        raise ValueError(f"turn must be in [1, {view.turn}], got {turn}")
+    history = tuple(h for h in view.history if h.turn < turn)
+
+    def last_offer(mine: bool) -> float | None:
+        offers = [h.offer for h in history if (h.role == view.role) == mine and h.offer is not None]
+        return offers[-1] if offers else None
+
+    return replace(view, turn=turn, history=history, own_offer=last_offer(True), their_offer=last_offer(False))
+
+
+def call_id(turn: int) -> str:
+    """The id of the tool call made on ``turn`` (unique within an episode; valid for OpenAI and Anthropic)."""
+    return f"call_turn{turn}"
+
+
+def own_call(entry: HistoryEntry) -> Action | None:
+    """The call an own past turn made, as the party made it: its valid call, or the accept that found no standing
+    offer (None: no call, or one the parser refused, whose text the view no longer holds)."""
+    if entry.invalid_accept:
+        return Action(ACCEPT_OFFER)
+    if entry.action is None:
+        return None
+    name = entry.action["name"]
+    return Action(MAKE_OFFER, entry.offer) if name == MAKE_OFFER else Action(name)
+
+
+def tool_result(entry: HistoryEntry) -> str:
+    """What the environment answered to the call of an own past turn (see :func:`own_call`)."""
+    if entry.invalid_accept:
+        return f"Error: {entry.parse_error}. Nothing changed."
+    if entry.offer is not None:
+        return f"Your offer of {money(entry.offer)} is standing."
+    return "Done."  # accept_offer and walk_away end the episode: not normally seen
+
+
+def chat_messages(view: BargainView, tool_format: ToolFormat = "native", drop: int = 0) -> list[dict[str, Any]]:
+    """The conversation that asks ``view.role`` for turn ``view.turn`` (see the module docstring), leaving out
+    the ``drop`` oldest own turns (to fit a prompt cap). Messages are OpenAI-style dicts; a ``native`` call is
+    ``{"id", "type": "function", "function": {"name", "arguments": dict}}`` (transformers' shape: OpenAI wants the
+    arguments as a JSON string, Anthropic as ``tool_use`` blocks; the agents convert)."""
+    if tool_format not in ("native", "text"):
+        raise ValueError(f"tool_format must be 'native' or 'text', got {tool_format!r}")
+    if drop < 0:
+        raise ValueError(f"drop must be >= 0, got {drop}")
+    msgs: list[dict[str, Any]] = [{"role": "system",
+                                   "content": system_prompt(view, tools_in_prompt=tool_format == "text")}]
+    carried = ""  # text format: the last call's result, told in the next user message
+    for entry in [h for h in view.history if h.role == view.role][drop:]:
+        msgs.append({"role": "user", "content": carried + turn_message(past_view(view, entry.turn))})
+        carried = ""
+        action = own_call(entry)
+        if action is None:
+            msgs.append({"role": "assistant", "content": entry.message})
+        elif tool_format == "text":
+            body = f"{entry.message}\n{format_tool_call(action)}" if entry.message else format_tool_call(action)
+            msgs.append({"role": "assistant", "content": body})
+            carried = f"Result of your {action.tool} call: {tool_result(entry)}\n"
+        else:
+            cid = call_id(entry.turn)
+            msgs.append({"role": "assistant", "content": entry.message, "tool_calls": [
+                {"id": cid, "type": "function", "function": action.to_dict()}]})
+            msgs.append({"role": "tool", "tool_call_id": cid, "name": action.tool, "content": tool_result(entry)})
+    msgs.append({"role": "user", "content": carried + turn_message(view)})
+    return msgs
