@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from tqdm.auto import tqdm
 
 from negolib.agents.base import AgentReply
-from negolib.games.bilateral.play import reply_turn
+from negolib.games.multi_buyer.calls import reply_turn
 from negolib.games.multi_buyer.env import Episode
 from negolib.games.multi_buyer.scenarios import MultiBuyerScenario
 from negolib.rollout import act_contained, error_text, reply_problem

@@ -1,21 +1,28 @@
 """The turn protocol of the multi-buyer market and its strict parsers (seller turns and buyer answers).
 
-Contract: a turn is a message plus tool calls, read on the bilateral game's surfaces with its extraction code (a
-:class:`~negolib.games.bilateral.protocol.StructuredTurn` of SDK calls, or text with a JSON call bare or in
-``<tool_call>`` tags). :func:`parse_seller_turn`: exactly one valid ``message_buyer`` call, else a bad parse (no
-call, two calls, unknown tool or recipient, a bad offer, extra keys). :func:`parse_buyer_turn`: at most one call
-of the buyer's three; no call is a decline in words, not an error. Both never raise.
+Contract: a turn is a message plus tool calls, read on the bilateral game's surfaces (:mod:`.calls`: a
+:class:`~.calls.StructuredTurn` of SDK calls, or text with a JSON call bare or in ``<tool_call>`` tags).
+:func:`parse_seller_turn`: exactly one valid ``message_buyer`` call, else a bad parse (no call, two calls, unknown
+tool or recipient, a bad offer, extra keys). :func:`parse_buyer_turn`: at most one call of the buyer's three; no
+call is a decline in words, not an error. Both never raise.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any, Literal, NamedTuple
 
-from negolib.games.bilateral import protocol as _bp
-from negolib.games.bilateral.protocol import StructuredTurn, ToolCall
+from negolib.games.multi_buyer.calls import (
+    DECODER,
+    DuplicateKeys,
+    Malformed,
+    StructuredTurn,
+    ToolCall,
+    extract,
+    format_call,
+    short,
+)
 from negolib.games.multi_buyer.scenarios import buyer_id
 from negolib.games.multi_buyer.tools import (
     ACCEPT_OFFER,
@@ -25,13 +32,11 @@ from negolib.games.multi_buyer.tools import (
     MAX_PRICE,
     MESSAGE_BUYER,
 )
-from negolib.protocol import clean_prose
 
 BuyerTool = Literal["accept_offer", "counter_offer", "decline"]
-MAX_TEXT_CHARS = _bp.MAX_TEXT_CHARS
 NO_CALL_ERROR = "no message_buyer call: every seller turn must address one buyer"
 _BUYER_RE = re.compile(r"buyer_([1-9][0-9]?)")
-_short = _bp._short
+_short = short
 
 __all__ = ["BuyerAction", "ParsedTurn", "SellerAction", "StructuredTurn", "ToolCall", "format_tool_call",
            "parse_buyer_turn", "parse_seller_turn"]
@@ -98,12 +103,12 @@ def _arguments(name: str, arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, str):
         body = arguments.strip()
         try:
-            arguments, end = _bp._DECODER.raw_decode(body)
+            arguments, end = DECODER.raw_decode(body)
         except (ValueError, RecursionError):
             raise ValueError(f"{name}: malformed JSON arguments") from None
         if body[end:].strip():
             raise ValueError(f"{name}: text after the JSON arguments")
-    if type(arguments) is _bp._DuplicateKeys:
+    if type(arguments) is DuplicateKeys:
         raise ValueError(f"{name}: duplicate keys in the arguments")
     if not isinstance(arguments, dict):
         raise ValueError(f"{name}: arguments must be an object, got {type(arguments).__name__}")
@@ -149,115 +154,16 @@ def validate_buyer_call(name: Any, arguments: Any) -> BuyerAction:
     return BuyerAction(ACCEPT_OFFER if name == ACCEPT_OFFER else DECLINE)
 
 
-class _TextCall(NamedTuple):
-    """A call candidate decoded from the turn's text (a JSON value, or why it could not be read)."""
-
-    obj: Any
-
-
-def _json_ready(value: Any, budget: list[int], depth: int = 0) -> bool:
-    """Whether ``value`` is plain JSON data (finite numbers, str keys) within ``budget[0]`` characters."""
-    budget[0] -= 8
-    if budget[0] < 0 or depth > 8:
-        return False
-    if value is None or type(value) in (bool, int):
-        return True
-    if type(value) is float:
-        return math.isfinite(value)
-    if type(value) is str:
-        budget[0] -= len(value)
-        return budget[0] >= 0
-    if type(value) in (list, tuple):
-        return all(_json_ready(v, budget, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and _json_ready(k, budget, depth + 1) and _json_ready(v, budget, depth + 1)
-                   for k, v in value.items())
-    return False
-
-
-def _flat_args(args: Any) -> bool:
-    """The common case, checked without recursion: None or a small dict of short strings and finite numbers."""
-    if args is None:
-        return True
-    if type(args) is not dict or len(args) > 16:
-        return False
-    for k, v in args.items():
-        t = type(v)
-        if type(k) is not str or len(k) > 200 or (t is str and len(v) > 2000):
-            return False
-        if t is float:
-            if not math.isfinite(v):
-                return False
-        elif not (t is str or t is int or t is bool or v is None):
-            return False
-    return True
-
-
-def _raw_item(call: Any, pair: Any) -> Any:
-    """A structured call as stored in the transcript: ``{"name", "arguments"}`` (copied) when that is plain JSON
-    data, else a short text trace of what could not be stored."""
-    if isinstance(pair, tuple):
-        name, args = pair
-        if type(name) is str and len(name) <= 200 and _flat_args(args):
-            return {"name": name, "arguments": None if args is None else dict(args)}
-        item = {"name": name, "arguments": args}
-        if _json_ready(item, [MAX_TEXT_CHARS]):
-            return json.loads(json.dumps(item))
-    return _short(call, 200)
-
-
-def _calls(turn: str | StructuredTurn) -> tuple[str, list[Any], str | None, list[Any] | None]:
-    """(cleaned message, call candidates, a surface error or None, the structured calls for the transcript)."""
-    structured: list[Any] = []
-    raw: list[Any] | None = None
-    if isinstance(turn, StructuredTurn):
-        text = turn.message if isinstance(turn.message, str) else ""
-        calls = turn.tool_calls if turn.tool_calls is not None else ()
-        if isinstance(calls, (str, bytes, dict)) or not isinstance(calls, (list, tuple)):
-            return clean_prose(text[:MAX_TEXT_CHARS]), [], "tool_calls must be a list of tool calls", \
-                [_short(calls, 200)]
-        raw = []
-        for call in calls:
-            try:
-                pair: Any = _bp._structured_call(call)
-            except ValueError as exc:
-                pair = _bp._Malformed(str(exc))
-            structured.append(pair)
-            raw.append(_raw_item(call, pair))
-    elif isinstance(turn, str):
-        text = turn
-    else:
-        return "", [], f"a turn must be text or a StructuredTurn, got {type(turn).__name__}", None
-    if "{" in text or "<" in text:
-        found, prose = _bp._text_candidates(text[:MAX_TEXT_CHARS])
-    else:
-        found, prose = [], text[:MAX_TEXT_CHARS]
-    return clean_prose(prose), structured + [_TextCall(c) for c in found], None, raw
-
-
-def _name_args(candidate: Any) -> tuple[Any, Any]:
-    """(name, arguments) of a candidate: a structured (name, args) pair or a decoded text object."""
-    if isinstance(candidate, _bp._Malformed):
+def _call(candidate: tuple[Any, Any] | Malformed) -> tuple[Any, Any]:
+    if isinstance(candidate, Malformed):
         raise ValueError(str(candidate))
-    if isinstance(candidate, _TextCall):
-        obj = candidate.obj
-        if isinstance(obj, _bp._Malformed):
-            raise ValueError(str(obj))
-        if type(obj) is _bp._DuplicateKeys:
-            raise ValueError("duplicate keys in the JSON tool call")
-        if not isinstance(obj, dict):
-            raise ValueError(f"a tool call must be a JSON object, got {type(obj).__name__}")
-        if set(obj) not in _bp._CALL_KEYS:
-            raise ValueError(f"a JSON tool call has exactly 'name' and 'arguments', got keys "
-                             f"{sorted(map(_short, obj))}")
-        return obj["name"], obj.get("arguments", obj.get("parameters"))
     return candidate
 
 
 def parse_seller_turn(turn: str | StructuredTurn, n_buyers: int) -> ParsedTurn:
     """Parse a seller turn of a market of ``n_buyers``; never raises (see the module docstring)."""
     try:
-        message, found, error, raw = _calls(turn)
+        message, found, error, raw = extract(turn)
         if error is not None:
             return ParsedTurn(message, None, error, 0, raw)
         if not found:
@@ -266,7 +172,7 @@ def parse_seller_turn(turn: str | StructuredTurn, n_buyers: int) -> ParsedTurn:
             return ParsedTurn(message, None, f"double tool call: {len(found)} calls in one turn (exactly one "
                               "message_buyer call is allowed)", len(found), raw)
         try:
-            return ParsedTurn(message, validate_seller_call(*_name_args(found[0]), n_buyers), None, 1, raw)
+            return ParsedTurn(message, validate_seller_call(*_call(found[0]), n_buyers), None, 1, raw)
         except ValueError as exc:
             return ParsedTurn(message, None, str(exc), 1, raw)
     except Exception as exc:  # noqa: BLE001 - hostile SDK objects: a bad parse, never a crash
@@ -276,7 +182,7 @@ def parse_seller_turn(turn: str | StructuredTurn, n_buyers: int) -> ParsedTurn:
 def parse_buyer_turn(turn: str | StructuredTurn) -> ParsedTurn:
     """Parse a buyer's answer; never raises (see the module docstring)."""
     try:
-        message, found, error, raw = _calls(turn)
+        message, found, error, raw = extract(turn)
         if error is not None:
             return ParsedTurn(message, None, error, 0, raw)
         if not found:
@@ -285,7 +191,7 @@ def parse_buyer_turn(turn: str | StructuredTurn) -> ParsedTurn:
             return ParsedTurn(message, None, f"double tool call: {len(found)} calls in one turn (at most one is "
                               "allowed)", len(found), raw)
         try:
-            return ParsedTurn(message, validate_buyer_call(*_name_args(found[0])), None, 1, raw)
+            return ParsedTurn(message, validate_buyer_call(*_call(found[0])), None, 1, raw)
         except ValueError as exc:
             return ParsedTurn(message, None, str(exc), 1, raw)
     except Exception as exc:  # noqa: BLE001 - hostile SDK objects: a bad parse, never a crash
@@ -294,4 +200,4 @@ def parse_buyer_turn(turn: str | StructuredTurn) -> ParsedTurn:
 
 def format_tool_call(action: SellerAction | BuyerAction) -> str:
     """The Hermes-style text of a call: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
-    return f"{_bp.OPEN_TAG}\n{json.dumps(action.to_dict())}\n{_bp.CLOSE_TAG}"
+    return format_call(action.to_dict())
