@@ -556,3 +556,10 @@ def test_tournament_runs_on_the_game(game, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "multi_buyer: 4 matches played" in out and "normalised surplus" in out
     assert (tmp_path / "cli" / "ratings.csv").stat().st_size > 0
+
+
+def test_an_episode_plays_the_same_alone_or_in_any_batch(drawn):
+    for name in SELLERS:
+        batch = play_episodes(make_seller(name, 1), ScriptedBuyers(seed=1), drawn[::7])
+        alone = [play_episodes(make_seller(name, 1), ScriptedBuyers(seed=1), [sc])[0] for sc in reversed(drawn[::7])]
+        assert batch == alone[::-1]

@@ -549,3 +549,10 @@ def test_thread_entries_record_what_was_offered():
     ep.step("DECLINE\nToo much.")
     assert ep.threads[1] == (ThreadEntry(1, "seller", "Try this.", 1, 55.0, False),
                              ThreadEntry(1, "buyer", "Too much.", 1, 55.0, False))
+
+
+def test_an_episode_plays_the_same_alone_or_in_any_batch(drawn):
+    for name in SELLERS:
+        batch = play_episodes(make_seller(name, 1), ScriptedBuyers(), drawn[::7])
+        alone = [play_episodes(make_seller(name, 1), ScriptedBuyers(), [sc])[0] for sc in reversed(drawn[::7])]
+        assert batch == alone[::-1]

@@ -117,7 +117,7 @@ class ScriptedBuyers(Agent):
     def reply(self, view: BuyerView) -> AgentReply:
         action = self.rule(view).decide(view)
         options = _TEXT[action.tool]
-        h = zlib.crc32(f"{self.seed}|{view.episode_id}|{view.buyer}|{view.times_addressed}".encode())
+        h = zlib.crc32(f"{self.seed}|{view.market}|{view.seed}|{view.buyer}|{view.times_addressed}".encode())
         text = options[h % len(options)].format(p=money(action.price if action.price is not None else
                                                          view.offer or 0.0))
         if self.surface == "text":

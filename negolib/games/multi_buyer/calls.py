@@ -158,7 +158,7 @@ def _structured_call(call: Any) -> tuple[Any, Any]:
     """(name, arguments) of an SDK tool call; ``ValueError`` when it has no known shape."""
     if isinstance(call, ToolCall):
         return call.name, call.arguments
-    if isinstance(call, Mapping):
+    if type(call) is dict or isinstance(call, Mapping):
         if "function" in call:  # OpenAI: {"id", "type": "function", "function": {"name", "arguments"}}
             fn = call["function"]
             if isinstance(fn, Mapping):
@@ -244,7 +244,7 @@ def extract(turn: Any) -> tuple[str, list[tuple[Any, Any] | Malformed], str | No
     if isinstance(turn, StructuredTurn):
         text = turn.message if isinstance(turn.message, str) else ""
         calls = turn.tool_calls if turn.tool_calls is not None else ()
-        if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
+        if type(calls) is not list and (isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence)):
             return clean_prose(text[:MAX_TEXT_CHARS]), [], "tool_calls must be a list of tool calls", \
                 [short(calls, 200)]
         raw = []

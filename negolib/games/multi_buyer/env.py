@@ -121,7 +121,8 @@ class Episode:
         self.times_addressed = [0] * scenario.n_buyers
         self.bought = [False] * scenario.n_buyers
         self.deals: list[dict[str, Any]] = []
-        self.addressed: list[int | None] = []
+        self.addressed: list[int | None] = []  # the buyer of every seller turn so far (None: a bad parse)
+        self.seller_turns = 0
         self.pending: SellerAction | None = None  # the seller's call the addressed buyer must answer
         self.outcome: Outcome | None = None
         self._last_error: str | None = None
@@ -135,10 +136,6 @@ class Episode:
     @property
     def to_move(self) -> Role:
         return "seller" if self.pending is None else "buyer"
-
-    @property
-    def seller_turns(self) -> int:
-        return len(self.addressed)
 
     def where(self) -> str:
         """``"market|seed turn T (who)"``, naming the turn to play in an error."""
@@ -168,6 +165,7 @@ class Episode:
                                "invalid_accept": False, "sale": None, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "latency_s": latency_s}
         if self.pending is None:
+            self.seller_turns += 1
             self._seller_step(turn, rec)
         else:
             self._buyer_step(turn, rec)

@@ -101,7 +101,7 @@ class ScriptedSeller(Agent):
         return SellerAction(k, max(self.reserve(view), ceil_cent(price)))
 
     def message(self, view: SellerView, threads: Threads, action: SellerAction) -> str:
-        h = zlib.crc32(f"{self.seed}|{view.episode_id}|{view.turn}".encode()) % 2
+        h = zlib.crc32(f"{self.seed}|{view.market}|{view.seed}|{view.turn}".encode()) % 2
         who = buyer_id(action.to)
         if action.offer is None:
             return ("Hello {w}, what would you pay for the item?", "{w}, what is your best price for it?")[h].format(

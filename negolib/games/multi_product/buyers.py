@@ -60,7 +60,7 @@ class ScriptedBuyers(Agent):
     def reply(self, view: BuyerView) -> AgentReply:
         accept = self.rule.accepts(view)
         options = _TEXT[accept]
-        h = zlib.crc32(f"{self.seed}|{view.episode_id}|{len(view.thread)}".encode())
+        h = zlib.crc32(f"{self.seed}|{view.market}|{view.seed}|{view.buyer}|{len(view.thread)}".encode())
         return AgentReply(format_answer(accept, options[h % len(options)]))
 
     def act_batch(self, views: Sequence[BuyerView]) -> list[AgentReply]:  # type: ignore[override]

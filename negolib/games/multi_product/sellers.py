@@ -60,7 +60,7 @@ class ScriptedSeller(Agent):
 
     def reply(self, view: SellerView) -> AgentReply:
         offer = self.decide(view)
-        h = zlib.crc32(f"{self.seed}|{view.episode_id}|{view.turn}".encode()) % 3
+        h = zlib.crc32(f"{self.seed}|{view.market}|{view.seed}|{view.turn}".encode()) % 3
         text = ("{p} is yours for ${x:,.2f}.", "I can offer you {p} at ${x:,.2f}.",
                 "How about {p} for ${x:,.2f}?")[h].format(p=product_id(offer.product), x=offer.price)
         return AgentReply(format_message(offer, text))
@@ -151,10 +151,10 @@ class OracleSeller(ScriptedSeller):
 
 class RandomSeller(ScriptedSeller):
     """A random open (buyer, product) pair at a price uniform between the floor and 1.5 times the list price;
-    seeded by (seed, episode, turn)."""
+    seeded by (seed, market, scenario seed, turn), so a scenario plays the same in any batch."""
 
     def decide(self, view: SellerView) -> Offer:
-        rng = np.random.default_rng([self.seed, zlib.crc32(view.episode_id.encode()), view.turn])
+        rng = np.random.default_rng([self.seed, zlib.crc32(view.market.encode()), view.seed, view.turn])
         buyers, products = open_buyers(view), open_products(view)
         m, k = buyers[int(rng.integers(len(buyers)))], products[int(rng.integers(len(products)))]
         lo = self.floor(view, k)
