@@ -89,7 +89,8 @@ def test_scenarios_are_pure_functions_of_market_and_seed():
         assert make_scenario(market, 5_000_003) == make_scenario(market, 5_000_003)
     draws = {make_scenario("base", s).budgets for s in range(50)}
     assert len(draws) == 50
-    cfg = MarketConfig(n_buyers=5, budgets="narrow")
+    cfg = MarketConfig(n_buyers=5, budgets="narrow", styles=["tough", "quiet"])  # type: ignore[arg-type]
+    assert cfg.styles == ("tough", "quiet") and hash(cfg)
     assert make_scenario(cfg, 9, "mine") == make_scenario(cfg, 9, "mine")
     assert make_scenario(cfg, 9, "mine").key == "mine|9" and make_scenario(cfg, 9).market == "custom"
 

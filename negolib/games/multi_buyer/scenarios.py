@@ -72,6 +72,8 @@ class MarketConfig:
         whole("n_buyers", 3, 6)
         whole("n_items", 1, self.n_buyers if type(self.n_buyers) is int else 6)
         whole("turn_budget", 1, 1000)
+        if isinstance(self.styles, list):
+            object.__setattr__(self, "styles", tuple(self.styles))  # keep the config hashable
         if self.budgets not in BUDGET_DISTRIBUTIONS:
             raise ValueError(f"unknown budget distribution {self.budgets!r}; known: {', '.join(BUDGET_DISTRIBUTIONS)}")
         if not self.styles or any(s not in ALL_STYLES for s in self.styles):
