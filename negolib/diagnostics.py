@@ -626,7 +626,7 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
         if resampler is None:
             return None
         c = paired_contrast(df, arm, base_arm, metric, resampler, alpha=alpha)
-        return fmt_ci(c.estimate, c.ci_low, c.ci_high, signed=True)
+        return fmt_ci(c.estimate, c.ci_low, c.ci_high, signed=True, missing=None)
 
     d_deal = val(a, "deal_rate") - val(b, "deal_rate")
     d_u = val(a, "deal_utility") - val(b, "deal_utility")

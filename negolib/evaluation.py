@@ -914,7 +914,7 @@ def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
         out.append({"arm": arm, "metric": m.name, "label": m.label, "estimate": est, "ci_low": s.ci_low,
                     "ci_high": s.ci_high, "se_low": s.se_low, "se_high": s.se_high, "n_episodes": n_ep,
                     "n_clusters": n_cl, "n_resamples": resampler.n_resamples, "n_undefined": s.n_undefined,
-                    "ci": fmt_ci(est, s.ci_low, s.ci_high, signed=False)})
+                    "ci": fmt_ci(est, s.ci_low, s.ci_high, signed=False, missing=None)})
     table = pd.DataFrame(out)
     if HASH_FIELD in df.attrs:
         table[HASH_FIELD] = df.attrs[HASH_FIELD]

@@ -33,12 +33,17 @@ def fmt_pct(x: Any, digits: int = 1) -> str:
     return DASH if not is_number(x) else f"{100 * x:.{digits}f}%"
 
 
-def fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool, mark: str = "") -> str:
+def fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool, mark: str = "",
+           missing: str | None = DASH) -> str:
     """``0.422 [0.400, 0.446]`` (levels, ``signed=False``) or ``+0.023* [+0.011, +0.035]`` (differences,
-    ``signed=True``, with a significance ``mark``). :data:`DASH` when ``est`` is not a finite number; the
-    interval is left out when a bound is not."""
+    ``signed=True``, with a significance ``mark``). A non-finite ``est`` prints ``missing`` (:data:`DASH`)
+    and a non-finite bound leaves the interval out; ``missing=None`` prints every value as a number,
+    ``nan`` included (the tidy frames' ``ci`` column: ``+nan [+nan, +nan]`` for an undefined contrast)."""
+    if missing is None:
+        f = f"{{:{'+' if signed else ''}.{digits}f}}"
+        return f"{f.format(est)}{mark or ''} [{f.format(lo)}, {f.format(hi)}]"
     if not is_number(est):
-        return DASH
+        return missing
     s = fmt_num(est, digits, signed) + (mark or "")
     if is_number(lo) and is_number(hi):
         s += f" [{fmt_num(lo, digits, signed)}, {fmt_num(hi, digits, signed)}]"

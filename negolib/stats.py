@@ -711,7 +711,8 @@ def contrast_table(df: pd.DataFrame, pairs: Sequence[tuple[str, str]],
     test_p = np.where(out["primary"], out["p_holm"], out["p_value"])
     out["significant"] = test_p < alpha
     out["mark"] = np.where(out["significant"], np.where(out["primary"], "*", "e"), "")
-    out["ci"] = [fmt_ci(e, lo, hi, signed=True) for e, lo, hi in zip(out["estimate"], out["ci_low"], out["ci_high"])]
+    out["ci"] = [fmt_ci(e, lo, hi, signed=True, missing=None)
+                 for e, lo, hi in zip(out["estimate"], out["ci_low"], out["ci_high"])]
     cols = ["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "primary",
             "significant", "mark", "ci"]
     return out[cols + [c for c in out.columns if c not in cols]]

@@ -27,6 +27,14 @@ def test_missing_values():
     assert fmt_num(True) == DASH and fmt_num(math.inf) == DASH and fmt_pct(0.125) == "12.5%"
 
 
+def test_missing_none_prints_every_value():
+    """The tidy frames' ``ci`` column prints an undefined contrast as numbers (as it always has)."""
+    assert fmt_ci(math.nan, math.nan, math.nan, signed=True, missing=None) == "+nan [+nan, +nan]"
+    assert fmt_ci(0.5, math.nan, 1.0, signed=False, missing=None) == "0.500 [nan, 1.000]"
+    assert fmt_ci(0.023, 0.011, 0.035, signed=True, missing=None) == fmt_ci(0.023, 0.011, 0.035, signed=True)
+    assert fmt_ci(math.nan, 0, 1, signed=False, missing="n/a") == "n/a"
+
+
 def test_the_sign_rule_is_explicit():
     with pytest.raises(TypeError):
         fmt_ci(0.1, 0.0, 0.2)  # type: ignore[call-arg]
