@@ -143,8 +143,9 @@ def cmd_handout(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from negolib.agents.factory import ModelCache, train_run
+    from negolib.agents.factory import ModelCache
     from negolib.params import load_params
+    from negolib.training.runs import train_run
 
     params = load_params(args.params)
     if args.output_dir:

@@ -166,3 +166,13 @@ def test_summary_refuses_another_protocols_records(tmp_path, capsys):
     assert "fixed: 2 record(s) with ffffffffffff" in capsys.readouterr().err
     DeviationLog.for_protocol(proto).log_deviation(["fixed"], "played under the draft protocol", True)
     assert main(["summary", str(path), "--protocol", str(proto)]) == 0
+
+
+def test_train_command_runs_the_smoke_profile_and_resumes(tmp_path, capsys):
+    argv = ["train", "--params", "params/smoke.yaml", "--output-dir", str(tmp_path), "--runs", "tiny_grpo",
+            "--no-progress"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "tiny_grpo (seed 0)" in first
+    assert main(argv) == 0  # a rerun resumes from the finished run
+    assert main(["train", "--params", "params/smoke.yaml", "--runs", "none_such"]) == 2
