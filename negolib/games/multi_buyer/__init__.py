@@ -2,7 +2,7 @@
 
 Contract: the package is the game plug-in registered as ``multi_buyer``; :class:`MultiBuyerGame` implements
 :class:`negolib.games.base.Game`. One module per job: :mod:`.scenarios` (markets, seeds, draws), :mod:`.tools`
-(the tool schemas), :mod:`.calls` (finding a turn's tool calls), :mod:`.protocol` (the strict turn parsers),
+(the tool schemas), :mod:`.protocol` (the strict turn parsers),
 :mod:`.env` (the episode's rules), :mod:`.buyers` (the scripted buyer pool), :mod:`.sellers` (scripted baselines),
 :mod:`.play` (batched play), :mod:`.metrics` (normalised surplus, top-buyer deals, exploration, overshoots) and
 :mod:`.game` (the plug-in).

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from tqdm.auto import tqdm
 
 from negolib.agents.base import AgentReply
-from negolib.games.multi_buyer.calls import reply_turn
 from negolib.games.multi_buyer.env import Episode
 from negolib.games.multi_buyer.scenarios import MultiBuyerScenario
+from negolib.games.toolcalls import reply_turn
 from negolib.rollout import act_contained, error_text, reply_problem
 
 

@@ -1,7 +1,8 @@
 """The turn protocol of the multi-buyer market and its strict parsers (seller turns and buyer answers).
 
-Contract: a turn is a message plus tool calls, read on the bilateral game's surfaces (:mod:`.calls`: a
-:class:`~.calls.StructuredTurn` of SDK calls, or text with a JSON call bare or in ``<tool_call>`` tags).
+Contract: a turn is a message plus tool calls, read on the surfaces of the shared extraction
+(:mod:`negolib.games.toolcalls`: a :class:`StructuredTurn` of SDK calls, or text with a JSON call bare or in
+``<tool_call>`` tags); argument names are checked against the tool schemas of :mod:`.tools`.
 :func:`parse_seller_turn`: exactly one valid ``message_buyer`` call, else a bad parse (no call, two calls, unknown
 tool or recipient, a bad offer, extra keys). :func:`parse_buyer_turn`: at most one call of the buyer's three; no
 call is a decline in words, not an error. Both never raise.
@@ -9,34 +10,38 @@ call is a decline in words, not an error. Both never raise.
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
-from negolib.games.multi_buyer.calls import (
-    DECODER,
-    DuplicateKeys,
-    Malformed,
-    StructuredTurn,
-    ToolCall,
-    extract,
-    format_call,
-    short,
-)
 from negolib.games.multi_buyer.scenarios import buyer_id
 from negolib.games.multi_buyer.tools import (
     ACCEPT_OFFER,
     BUYER_TOOL_NAMES,
+    BUYER_TOOLS,
     COUNTER_OFFER,
     DECLINE,
     MAX_PRICE,
     MESSAGE_BUYER,
+    seller_tools,
+)
+from negolib.games.toolcalls import (
+    StructuredTurn,
+    ToolCall,
+    call_arguments,
+    candidate_call,
+    extract,
+    format_call,
+    positive_number,
+    schema_keys,
+    short,
 )
 
 BuyerTool = Literal["accept_offer", "counter_offer", "decline"]
 NO_CALL_ERROR = "no message_buyer call: every seller turn must address one buyer"
 _BUYER_RE = re.compile(r"buyer_([1-9][0-9]?)")
-_short = short
+_SELLER_KEYS = schema_keys(seller_tools(3)[0])  # the argument names do not depend on the market's size
+_BUYER_KEYS = {t["function"]["name"]: schema_keys(t) for t in BUYER_TOOLS}
 
 __all__ = ["BuyerAction", "ParsedTurn", "SellerAction", "StructuredTurn", "ToolCall", "format_tool_call",
            "parse_buyer_turn", "parse_seller_turn"]
@@ -80,122 +85,64 @@ class ParsedTurn(NamedTuple):
         return self.error is not None
 
 
-def _price(tool: str, name: str, value: Any) -> float:
-    if type(value) not in (int, float):  # bool, a numeric string, an object: ill-typed
-        raise ValueError(f"{tool}: {name} must be a number, got {_short(value)}")
-    try:
-        price = float(value)
-    except OverflowError:
-        raise ValueError(f"{tool}: {name} is absurdly large") from None
-    if not math.isfinite(price):
-        raise ValueError(f"{tool}: {name} must be finite, got {price}")
-    if price <= 0:
-        raise ValueError(f"{tool}: {name} must be positive, got {price:g}")
-    if price > MAX_PRICE:
-        raise ValueError(f"{tool}: {name} {price:g} is absurdly large (max {MAX_PRICE:g})")
-    return price
-
-
-def _arguments(name: str, arguments: Any) -> dict[str, Any]:
-    """The decoded argument object of a call, or ``ValueError``."""
-    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-        return {}
-    if isinstance(arguments, str):
-        body = arguments.strip()
-        try:
-            arguments, end = DECODER.raw_decode(body)
-        except (ValueError, RecursionError):
-            raise ValueError(f"{name}: malformed JSON arguments") from None
-        if body[end:].strip():
-            raise ValueError(f"{name}: text after the JSON arguments")
-    if type(arguments) is DuplicateKeys:
-        raise ValueError(f"{name}: duplicate keys in the arguments")
-    if not isinstance(arguments, dict):
-        raise ValueError(f"{name}: arguments must be an object, got {type(arguments).__name__}")
-    return arguments
-
-
-def _keys(name: str, args: dict[str, Any], allowed: set[str], required: set[str]) -> None:
-    extra = set(args) - allowed
-    if extra:
-        raise ValueError(f"{name}: unexpected arguments {sorted(_short(k) for k in extra)}")
-    missing = required - set(args)
-    if missing:
-        raise ValueError(f"{name}: missing arguments {sorted(missing)}")
-
-
 def validate_seller_call(name: Any, arguments: Any, n_buyers: int) -> SellerAction:
     """The :class:`SellerAction` of one call in a market of ``n_buyers``, or ``ValueError`` saying why not."""
     if not isinstance(name, str):
-        raise ValueError(f"tool name must be a string, got {_short(name)}")
+        raise ValueError(f"tool name must be a string, got {short(name)}")
     if name != MESSAGE_BUYER:
-        raise ValueError(f"unknown tool {_short(name)!r}; the seller's tool is {MESSAGE_BUYER}")
-    args = _arguments(name, arguments)
-    _keys(name, args, {"to", "offer"}, {"to"})
+        raise ValueError(f"unknown tool {short(name)!r}; the seller's tool is {MESSAGE_BUYER}")
+    args = call_arguments(name, arguments, _SELLER_KEYS)
     to = args["to"]
     m = _BUYER_RE.fullmatch(to) if isinstance(to, str) else None
     if m is None or not 1 <= int(m.group(1)) <= n_buyers:
-        raise ValueError(f"{name}: unknown recipient {_short(to)}; buyers are buyer_1 .. buyer_{n_buyers}")
+        raise ValueError(f"{name}: unknown recipient {short(to)}; buyers are buyer_1 .. buyer_{n_buyers}")
     offer = args.get("offer")
-    return SellerAction(int(m.group(1)) - 1, None if offer is None else _price(name, "offer", offer))
+    price = None if offer is None else positive_number(name, "offer", offer, MAX_PRICE)
+    return SellerAction(int(m.group(1)) - 1, price)
 
 
 def validate_buyer_call(name: Any, arguments: Any) -> BuyerAction:
     """The :class:`BuyerAction` of one call, or ``ValueError`` saying why not."""
     if not isinstance(name, str):
-        raise ValueError(f"tool name must be a string, got {_short(name)}")
+        raise ValueError(f"tool name must be a string, got {short(name)}")
     if name not in BUYER_TOOL_NAMES:
-        raise ValueError(f"unknown tool {_short(name)!r}; tools: {', '.join(BUYER_TOOL_NAMES)}")
-    args = _arguments(name, arguments)
+        raise ValueError(f"unknown tool {short(name)!r}; tools: {', '.join(BUYER_TOOL_NAMES)}")
+    args = call_arguments(name, arguments, _BUYER_KEYS[name])
     if name == COUNTER_OFFER:
-        _keys(name, args, {"price"}, {"price"})
-        return BuyerAction(COUNTER_OFFER, _price(name, "price", args["price"]))
-    _keys(name, args, set(), set())
+        return BuyerAction(COUNTER_OFFER, positive_number(name, "price", args["price"], MAX_PRICE))
     return BuyerAction(ACCEPT_OFFER if name == ACCEPT_OFFER else DECLINE)
 
 
-def _call(candidate: tuple[Any, Any] | Malformed) -> tuple[Any, Any]:
-    if isinstance(candidate, Malformed):
-        raise ValueError(str(candidate))
-    return candidate
+def _parse(turn: str | StructuredTurn, validate: Callable[[Any, Any], SellerAction | BuyerAction],
+           no_call: str | None, allowed: str) -> ParsedTurn:
+    """One turn through the shared extraction: ``no_call`` is the error of a turn without a call (None: not an
+    error), ``allowed`` what a double call breaks; never raises."""
+    try:
+        message, found, error, raw = extract(turn)
+        if error is not None:
+            return ParsedTurn(message, None, error, 0, raw)
+        if not found:
+            return ParsedTurn(message, None, no_call, 0, raw)
+        if len(found) > 1:
+            return ParsedTurn(message, None, f"double tool call: {len(found)} calls in one turn ({allowed})",
+                              len(found), raw)
+        try:
+            return ParsedTurn(message, validate(*candidate_call(found[0])), None, 1, raw)
+        except ValueError as exc:
+            return ParsedTurn(message, None, str(exc), 1, raw)
+    except Exception as exc:  # noqa: BLE001 - hostile SDK objects: a bad parse, never a crash
+        return ParsedTurn("", None, f"unreadable turn ({type(exc).__name__}: {short(str(exc))})")
 
 
 def parse_seller_turn(turn: str | StructuredTurn, n_buyers: int) -> ParsedTurn:
     """Parse a seller turn of a market of ``n_buyers``; never raises (see the module docstring)."""
-    try:
-        message, found, error, raw = extract(turn)
-        if error is not None:
-            return ParsedTurn(message, None, error, 0, raw)
-        if not found:
-            return ParsedTurn(message, None, NO_CALL_ERROR, 0, raw)
-        if len(found) > 1:
-            return ParsedTurn(message, None, f"double tool call: {len(found)} calls in one turn (exactly one "
-                              "message_buyer call is allowed)", len(found), raw)
-        try:
-            return ParsedTurn(message, validate_seller_call(*_call(found[0]), n_buyers), None, 1, raw)
-        except ValueError as exc:
-            return ParsedTurn(message, None, str(exc), 1, raw)
-    except Exception as exc:  # noqa: BLE001 - hostile SDK objects: a bad parse, never a crash
-        return ParsedTurn("", None, f"unreadable turn ({type(exc).__name__}: {_short(str(exc))})")
+    return _parse(turn, lambda name, args: validate_seller_call(name, args, n_buyers), NO_CALL_ERROR,
+                  "exactly one message_buyer call is allowed")
 
 
 def parse_buyer_turn(turn: str | StructuredTurn) -> ParsedTurn:
     """Parse a buyer's answer; never raises (see the module docstring)."""
-    try:
-        message, found, error, raw = extract(turn)
-        if error is not None:
-            return ParsedTurn(message, None, error, 0, raw)
-        if not found:
-            return ParsedTurn(message, None, None, 0, raw)
-        if len(found) > 1:
-            return ParsedTurn(message, None, f"double tool call: {len(found)} calls in one turn (at most one is "
-                              "allowed)", len(found), raw)
-        try:
-            return ParsedTurn(message, validate_buyer_call(*_call(found[0])), None, 1, raw)
-        except ValueError as exc:
-            return ParsedTurn(message, None, str(exc), 1, raw)
-    except Exception as exc:  # noqa: BLE001 - hostile SDK objects: a bad parse, never a crash
-        return ParsedTurn("", None, f"unreadable turn ({type(exc).__name__}: {_short(str(exc))})")
+    return _parse(turn, validate_buyer_call, None, "at most one is allowed")
 
 
 def format_tool_call(action: SellerAction | BuyerAction) -> str:

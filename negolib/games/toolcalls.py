@@ -1,10 +1,11 @@
-"""Finding the tool calls of one turn, on the surfaces the bilateral game reads (its extraction, kept game-local).
+"""Finding and checking the tool calls of one turn: the extraction the tool-calling games share (bilateral, markets).
 
-Contract: :func:`extract` returns a turn's cleaned prose, its tool-call candidates as (name, arguments) pairs or
-:class:`Malformed` (why a candidate is unreadable), a surface error, and the structured calls as JSON-ready data
-for the transcript; it never raises on odd input (hostile SDK objects may still raise: callers catch). Surfaces: a
-:class:`StructuredTurn` (message plus SDK calls: OpenAI dicts or objects, Anthropic ``tool_use`` blocks,
-:class:`ToolCall`), or text with JSON calls bare or in ``<tool_call>`` tags. Validation is the caller's job.
+Contract: :func:`extract` reads a turn on every surface (a :class:`StructuredTurn` of SDK calls: OpenAI dicts or
+objects, Anthropic ``tool_use`` blocks, :class:`ToolCall`; or text with JSON calls bare, fenced or in ``<tool_call>``
+tags) into an :class:`Extracted`: the cleaned prose, the call candidates as (name, arguments) pairs or
+:class:`Malformed` (why one is unreadable), a surface error, and the structured calls as JSON-ready transcript data.
+It never raises on odd input (hostile SDK objects may: callers catch). :func:`call_arguments` and
+:func:`positive_number` are the strict argument checks, driven by a game's tool schema; the game validates the rest.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from negolib.agents.base import AgentReply
 from negolib.protocol import clean_prose
@@ -25,6 +26,7 @@ _BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _FENCE_RE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _CALL_START_RE = re.compile(r'\{\s*"(?:name|arguments|parameters)"')
 CALL_KEYS = ({"name", "arguments"}, {"name", "parameters"}, {"name"})
+LIST_ERROR = "tool_calls must be a list of tool calls"
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,19 @@ class DuplicateKeys(dict):
     """A decoded JSON object that repeated a key."""
 
 
+Candidate = tuple[Any, Any] | Malformed
+
+
+class Extracted(NamedTuple):
+    """One turn, extracted: the cleaned prose, the call candidates, a surface error (None: the surface was readable)
+    and the structured calls for the transcript (None for a text turn)."""
+
+    message: str
+    candidates: list[Candidate]
+    error: str | None
+    raw: list[Any] | None
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     d = dict(pairs)
     return d if len(d) == len(pairs) else DuplicateKeys(d)
@@ -70,7 +85,7 @@ def short(value: Any, limit: int = 60) -> str:
 
 
 def reply_turn(reply: AgentReply) -> str | StructuredTurn:
-    """What the environment steps for ``reply``: a structured turn when it carries tool calls, else its text."""
+    """What an environment steps for ``reply``: a structured turn when it carries tool calls, else its text."""
     if "tool_calls" in reply.extra:
         return StructuredTurn(reply.text, reply.extra["tool_calls"] or ())
     return reply.text
@@ -80,6 +95,7 @@ def reply_turn(reply: AgentReply) -> str | StructuredTurn:
 
 
 def _decode_whole(text: str) -> Any:
+    """One JSON value filling ``text`` (fences allowed); :class:`Malformed` when it is not one."""
     body = _FENCE_RE.sub("", text.strip())
     try:
         obj, end = DECODER.raw_decode(body)
@@ -118,7 +134,8 @@ def _scan_bare(text: str) -> tuple[list[Any], str]:
 
 
 def _text_candidates(text: str) -> tuple[list[Any], str]:
-    """Every decoded call candidate in ``text`` (tagged blocks, an unclosed tag, bare JSON) and the prose left."""
+    """Every decoded call candidate in ``text`` (tagged blocks, an unclosed tag, bare JSON) and the prose left; a
+    tagged list holds one candidate per element."""
     found: list[Any] = []
     for m in _BLOCK_RE.finditer(text):
         obj = _decode_whole(m.group(1))
@@ -138,7 +155,7 @@ def _text_candidates(text: str) -> tuple[list[Any], str]:
     return found + bare, prose
 
 
-def _text_call(obj: Any) -> tuple[Any, Any] | Malformed:
+def _text_call(obj: Any) -> Candidate:
     """(name, arguments) of a decoded text candidate, or why it is not a call."""
     if isinstance(obj, Malformed):
         return obj
@@ -154,7 +171,7 @@ def _text_call(obj: Any) -> tuple[Any, Any] | Malformed:
 # -- structured -----------------------------------------------------------------------------------------------
 
 
-def _structured_call(call: Any) -> tuple[Any, Any]:
+def structured_call(call: Any) -> tuple[Any, Any]:
     """(name, arguments) of an SDK tool call; ``ValueError`` when it has no known shape."""
     if isinstance(call, ToolCall):
         return call.name, call.arguments
@@ -233,39 +250,156 @@ def _raw_item(call: Any, pair: Any) -> Any:
     return short(call, 200)
 
 
+def _calls(turn: StructuredTurn) -> Sequence[Any] | None:
+    """The turn's calls as a sequence (None: not a list of calls)."""
+    calls = turn.tool_calls if turn.tool_calls is not None else ()
+    if type(calls) is not list and (isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence)):
+        return None
+    return calls
+
+
+def _structured(calls: Sequence[Any]) -> tuple[list[Candidate], list[Any]]:
+    """The candidates of SDK ``calls`` and their transcript data."""
+    candidates: list[Candidate] = []
+    raw: list[Any] = []
+    for call in calls:
+        try:
+            pair: Any = structured_call(call)
+        except ValueError as exc:
+            pair = Malformed(str(exc))
+        candidates.append(pair)
+        raw.append(_raw_item(call, pair))
+    return candidates, raw
+
+
+def raw_calls(turn: Any) -> list[Any] | None:
+    """The structured calls of ``turn`` as JSON-ready data for a transcript (None for a text turn)."""
+    if not isinstance(turn, StructuredTurn):
+        return None
+    calls = _calls(turn)
+    return [short(turn.tool_calls, 200)] if calls is None else _structured(calls)[1]
+
+
 # -- a turn ---------------------------------------------------------------------------------------------------
 
 
-def extract(turn: Any) -> tuple[str, list[tuple[Any, Any] | Malformed], str | None, list[Any] | None]:
-    """(cleaned prose, call candidates, a surface error or None, the structured calls for the transcript or None
-    for a text turn) of one turn."""
-    candidates: list[tuple[Any, Any] | Malformed] = []
+def extract(turn: Any) -> Extracted:
+    """The :class:`Extracted` of one turn (see the module docstring)."""
+    candidates: list[Candidate] = []
     raw: list[Any] | None = None
     if isinstance(turn, StructuredTurn):
         text = turn.message if isinstance(turn.message, str) else ""
-        calls = turn.tool_calls if turn.tool_calls is not None else ()
-        if type(calls) is not list and (isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence)):
-            return clean_prose(text[:MAX_TEXT_CHARS]), [], "tool_calls must be a list of tool calls", \
-                [short(calls, 200)]
-        raw = []
-        for call in calls:
-            try:
-                pair: Any = _structured_call(call)
-            except ValueError as exc:
-                pair = Malformed(str(exc))
-            candidates.append(pair)
-            raw.append(_raw_item(call, pair))
+        calls = _calls(turn)
+        if calls is None:
+            return Extracted(clean_prose(text[:MAX_TEXT_CHARS]), [], LIST_ERROR, [short(turn.tool_calls, 200)])
+        candidates, raw = _structured(calls)
     elif isinstance(turn, str):
         text = turn
     else:
-        return "", [], f"a turn must be text or a StructuredTurn, got {type(turn).__name__}", None
+        return Extracted("", [], f"a turn must be text or a StructuredTurn, got {type(turn).__name__}", None)
     text = text[:MAX_TEXT_CHARS]
     if "{" in text or "<" in text:
         found, text = _text_candidates(text)
         candidates += [_text_call(obj) for obj in found]
-    return clean_prose(text), candidates, None, raw
+    return Extracted(clean_prose(text), candidates, None, raw)
 
 
-def format_call(call: dict[str, Any]) -> str:
+def candidate_call(candidate: Candidate) -> tuple[Any, Any]:
+    """(name, arguments) of a readable candidate; ``ValueError`` saying why a malformed one is not a call."""
+    if isinstance(candidate, Malformed):
+        raise ValueError(str(candidate))
+    return candidate
+
+
+# -- strict argument checks -----------------------------------------------------------------------------------
+
+
+class ArgumentKeys(NamedTuple):
+    """The argument names a tool's schema allows and those it requires."""
+
+    allowed: frozenset[str]
+    required: frozenset[str]
+
+
+def schema_keys(tool: Mapping[str, Any]) -> ArgumentKeys:
+    """The :class:`ArgumentKeys` of an OpenAI-style tool schema (``{"type": "function", "function": {...}}``) or of
+    its ``parameters`` object."""
+    params = tool["function"]["parameters"] if "function" in tool else tool
+    return ArgumentKeys(frozenset(params["properties"]), frozenset(params.get("required", ())))
+
+
+def call_arguments(name: str, arguments: Any, keys: ArgumentKeys) -> dict[str, Any]:
+    """The argument object of a call of tool ``name`` (a dict, a JSON string, or None/blank for none), checked
+    against ``keys``: ``ValueError`` for malformed JSON, text after it, duplicate keys, a non-object, an argument
+    the schema does not allow or one it requires missing."""
+    if type(arguments) is dict:  # the common case first
+        pass
+    elif arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = {}
+    elif isinstance(arguments, str):
+        body = arguments.strip()
+        try:
+            arguments, end = DECODER.raw_decode(body)
+        except (ValueError, RecursionError):
+            raise ValueError(f"{name}: malformed JSON arguments") from None
+        if body[end:].strip():
+            raise ValueError(f"{name}: text after the JSON arguments")
+    if type(arguments) is DuplicateKeys:
+        raise ValueError(f"{name}: duplicate keys in the arguments")
+    if type(arguments) is not dict:
+        if not isinstance(arguments, Mapping):
+            raise ValueError(f"{name}: arguments must be an object, got {type(arguments).__name__}")
+        arguments = dict(arguments)
+    if not keys.allowed.issuperset(arguments):
+        extra = set(arguments) - keys.allowed
+        raise ValueError(f"{name}: unexpected arguments {sorted(short(k) for k in extra)}")
+    if not keys.required.issubset(arguments):
+        raise ValueError(f"{name}: missing arguments {sorted(keys.required - set(arguments))}")
+    return arguments
+
+
+def positive_number(tool: str, field: str, value: Any, maximum: float) -> float:
+    """``value`` as a price: a JSON number (not a bool or a numeric string), finite, positive, at most ``maximum``;
+    ``ValueError`` naming ``tool`` and ``field`` otherwise."""
+    if type(value) not in (int, float):  # bool, a numeric string, null, an object: ill-typed
+        raise ValueError(f"{tool}: {field} must be a number, got {short(value)}")
+    try:
+        price = float(value)
+    except OverflowError:
+        raise ValueError(f"{tool}: {field} is absurdly large") from None
+    if not math.isfinite(price):
+        raise ValueError(f"{tool}: {field} must be finite, got {price}")
+    if price <= 0:
+        raise ValueError(f"{tool}: {field} must be positive, got {price:g}")
+    if price > maximum:
+        raise ValueError(f"{tool}: {field} {price:g} is absurdly large (max {maximum:g})")
+    return price
+
+
+def format_call(call: Mapping[str, Any]) -> str:
     """The Hermes-style text of a call: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
     return f"{OPEN_TAG}\n{json.dumps(call)}\n{CLOSE_TAG}"
+
+
+def from_openai_message(message: Any) -> StructuredTurn:
+    """A :class:`StructuredTurn` from an OpenAI chat completion message (SDK object or dict)."""
+    get = message.get if isinstance(message, Mapping) else lambda k, d=None: getattr(message, k, d)
+    return StructuredTurn(get("content") or "", tuple(get("tool_calls") or ()))
+
+
+def from_anthropic_content(content: Sequence[Any]) -> StructuredTurn:
+    """A :class:`StructuredTurn` from an Anthropic message's content blocks (text and ``tool_use``)."""
+    texts, calls = [], []
+    for block in content:
+        kind = block.get("type") if isinstance(block, Mapping) else getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block["text"] if isinstance(block, Mapping) else block.text)
+        elif kind == "tool_use":
+            calls.append(block)
+    return StructuredTurn("\n".join(texts), tuple(calls))
+
+
+__all__ = ["CALL_KEYS", "CLOSE_TAG", "DECODER", "OPEN_TAG", "ArgumentKeys", "DuplicateKeys", "Extracted", "Malformed",
+           "StructuredTurn", "ToolCall", "call_arguments", "candidate_call", "extract", "format_call",
+           "from_anthropic_content", "from_openai_message", "positive_number", "raw_calls", "reply_turn",
+           "schema_keys", "short", "structured_call"]
