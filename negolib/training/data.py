@@ -9,7 +9,8 @@ the row, so the buyer assignment is a pure function of the scenario and identica
 Rows carry ``prompt`` (the seller's first rendered chat messages: what TRL's ``prompt`` column
 expects, used by TRL for logging; the rollout re-renders the real first prompt from the episode,
 which for a buyer-opens run also holds the buyer's opening), and ``domain``, ``seed``, ``buyer`` and
-``scenario_id``, which the rollout uses to rebuild the episode.
+``scenario_id``, which the rollout uses to rebuild the episode. Another game's items are the caller's
+(:func:`item_rows`): their rows carry the item's index instead.
 """
 
 from __future__ import annotations
@@ -33,13 +34,17 @@ _TRAIN_STREAM, _VALIDATION_STREAM = 0, 1
 
 @dataclass(frozen=True)
 class ScenarioItem:
-    """One row of a scenario set: the scenario and the buyer it is always played against."""
+    """One row of a scenario set: the scenario and the opponent it is always played against (``buyer``: the
+    buyer while the policy sells). ``key`` names another game's scenario (None: the paper's ``domain|seed``)."""
 
-    scenario: Scenario
+    scenario: Scenario | Any
     buyer: str
+    key: str | None = None
 
     @property
     def scenario_id(self) -> str:
+        if self.key is not None:
+            return self.key
         return f"{self.scenario.domain.name}|{self.scenario.seed}"
 
 
@@ -113,6 +118,15 @@ def to_rows(items: Sequence[ScenarioItem], env: EnvConfig, scaffold: str) -> lis
         }
         for it in items
     ]
+
+
+def item_rows(items: Sequence[ScenarioItem], prompts: Sequence[list[dict[str, str]]]) -> list[dict[str, Any]]:
+    """Dataset rows of a caller's scenario items (any game): ``prompt`` (the policy's first chat messages),
+    ``buyer``, ``scenario_id`` and ``item``, the item's index, by which the rollout finds it again."""
+    if len(items) != len(prompts):
+        raise ValueError(f"{len(items)} items but {len(prompts)} prompts")
+    return [{"prompt": list(p), "buyer": it.buyer, "scenario_id": it.scenario_id, "item": i}
+            for i, (it, p) in enumerate(zip(items, prompts))]
 
 
 def build_dataset(config: TrainConfig, split: str = "train"):  # noqa: ANN201 (datasets imported lazily)

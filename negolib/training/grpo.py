@@ -29,6 +29,11 @@ How TRL is used (trl 1.16):
 * Generation: HF ``generate`` through :class:`~negolib.agents.hf_agent.HFAgent` on the policy module
   (CPU), or TRL's colocated vLLM engine from token ids (GPU, ``generation_backend="vllm"``).
 
+Games: by default the policy sells in the paper's game on :func:`~negolib.training.data.scenario_items`. A
+:class:`TrainingTask` trains it in another game instead: the game's episode factory and render (its adapter of
+:class:`~negolib.training.rollout.TrainableEpisode`), the caller's training and validation scenario items, the
+policy's role and a multi-turn chat for the tag round-trip check; the dataset rows then carry each item's index.
+
 Validation (step 0 and every ``validate_every`` steps): one episode per fixed validation scenario
 against its assigned buyer, sampled with the recipe's settings, in the *training* environment
 (terms attached to an accept applied) and by default on the *training* scaffold, i.e. on the
@@ -53,15 +58,30 @@ from negolib.agents.hf_agent import HFAgent
 from negolib.agents.scripted import STRATEGIES, make_scripted
 from negolib.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
 from negolib.env import Episode
-from negolib.files import atomic_write_text
+from negolib.files import atomic_write_text, locked_append
 from negolib.models import resolve_model_path
 from negolib.prompts import render_messages
 from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
-from negolib.training.data import ScenarioItem, build_dataset, env_config, item_from_row, scenario_items
-from negolib.training.rollout import HFAgentGenerator, RolloutBatch, RolloutEngine, RolloutLimits, VLLMTokenGenerator
+from negolib.training.data import (
+    ScenarioItem,
+    build_dataset,
+    env_config,
+    item_from_row,
+    item_rows,
+    scenario_items,
+)
+from negolib.training.rollout import (
+    EpisodeFactory,
+    HFAgentGenerator,
+    Render,
+    RolloutBatch,
+    RolloutEngine,
+    RolloutLimits,
+    VLLMTokenGenerator,
+)
 from negolib.training.runlog import RunLog, append_records, prune_transcripts
 from negolib.training.schedule import WarmupCosine, lambda_scheduler
 
@@ -168,9 +188,71 @@ def _limits(c: TrainConfig) -> RolloutLimits:
     return RolloutLimits(c.max_new_tokens, c.max_context_tokens, c.max_prompt_tokens, c.max_rollout_turns)
 
 
+@dataclass(frozen=True)
+class TrainingTask:
+    """A game for the shared trainer other than the default (the paper's game, the policy selling).
+
+    ``episode_factory`` and ``render`` are the game's (see :class:`~negolib.training.rollout.RolloutEngine`);
+    ``train_items`` / ``validation_items`` its scenario items, each naming the opponent agent it is played
+    against; ``role`` the policy's; ``roundtrip`` a multi-turn chat of the policy (system/user first, then
+    alternating assistant and user turns) whose turn tags must round-trip before training (empty: the first
+    training prompt plus two canned assistant turns)."""
+
+    episode_factory: EpisodeFactory
+    render: Render
+    train_items: tuple[ScenarioItem, ...]
+    validation_items: tuple[ScenarioItem, ...] = ()
+    role: str = "seller"
+    roundtrip: tuple[dict[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.train_items:
+            raise ValueError("a training task needs at least one training item")
+        if self.role not in ("seller", "buyer"):
+            raise ValueError(f"role must be 'seller' or 'buyer', got {self.role!r}")
+
+    def first_prompt(self, item: ScenarioItem, scaffold: str) -> list[dict[str, str]]:
+        """The policy's first chat messages on ``item`` (before any opening of the opponent's)."""
+        return self.render(self.episode_factory(item, item.scenario_id).view(self.role), scaffold)
+
+    def roundtrip_dialogue(self, scaffold: str) -> list[dict[str, str]]:
+        if self.roundtrip:
+            return [dict(m) for m in self.roundtrip]
+        head = self.first_prompt(self.train_items[0], scaffold)
+        return [*head, {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Go on."},
+                {"role": "assistant", "content": "Done."}]
+
+    def dataset(self, scaffold: str):  # noqa: ANN201 (datasets imported lazily)
+        """The training items as a ``datasets.Dataset`` (rows of :func:`~negolib.training.data.item_rows`)."""
+        from datasets import Dataset
+
+        prompts = [self.first_prompt(it, scaffold) for it in self.train_items]
+        return Dataset.from_list(item_rows(self.train_items, prompts))
+
+
+def append_game_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Append another game's training records as JSON lines (not checked against the paper's transcript schema)."""
+    locked_append(path, "".join(json.dumps(r, allow_nan=False, separators=(",", ":")) + "\n" for r in records).encode())
+
+
+def prune_game_records(path: Path, max_step: int) -> None:
+    """Drop another game's training records of steps after ``max_step`` and a torn last line (before a resume)."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]  # after the last newline: empty, or a torn line
+    keep = [line + "\n" for line in lines if line.strip() and json.loads(line).get("step", 0) <= max_step]
+    atomic_write_text(path, "".join(keep))
+
+
+def _parties(role: str, opponent: str) -> dict[str, str]:
+    """The record's ``seller`` and ``buyer`` fields: "policy" in ``role``, the opponent in the other."""
+    return {"seller": "policy", "buyer": opponent} if role == "seller" else {"seller": opponent, "buyer": "policy"}
+
+
 @dataclass
 class EngineFactory:
-    """Builds rollout engines on the trainer's current policy (HF) or its colocated vLLM engine."""
+    """Builds rollout engines on the trainer's current policy (HF) or its colocated vLLM engine, for the
+    paper's game or, with ``episode_factory``/``render``/``role``, another game's."""
 
     config: TrainConfig
     tokenizer: Any
@@ -178,6 +260,9 @@ class EngineFactory:
     buyers: Mapping[str, Agent]
     backend: str
     trainer: Any = None
+    episode_factory: EpisodeFactory | None = None
+    render: Render | None = None
+    role: str = "seller"
 
     def generator(self, seed: int) -> Any:
         tr, c = self.trainer, self.config
@@ -209,6 +294,9 @@ class EngineFactory:
             env_config(self.config),
             _limits(self.config),
             scaffold or self.config.scaffold,
+            render=self.render,
+            episode_factory=self.episode_factory,
+            role=self.role,
         )
 
 
@@ -225,11 +313,19 @@ def _play(
         model.train(was_training)
 
 
-def make_rollout_func(factory: EngineFactory, transcripts: Path | None, run_name: str) -> Callable[..., dict]:
+def make_rollout_func(
+    factory: EngineFactory,
+    transcripts: Path | None,
+    run_name: str,
+    items: Sequence[ScenarioItem] | None = None,
+    append: Callable[[Path, Sequence[dict[str, Any]]], None] = append_records,
+) -> Callable[..., dict]:
     """TRL's ``rollout_func(prompts, trainer)``: play the generation batch's episodes.
 
     TRL hands over the per-process prompts with each scenario repeated ``num_generations`` times
-    (its ``RepeatSampler``); the matching dataset rows are in ``trainer.current_rows``.
+    (its ``RepeatSampler``); the matching dataset rows are in ``trainer.current_rows``. A row names its
+    item by index into ``items`` when given, else by the paper's domain and seed. ``append`` writes the
+    transcript records.
     """
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
@@ -237,25 +333,25 @@ def make_rollout_func(factory: EngineFactory, transcripts: Path | None, run_name
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("rollout_func needs the generation batch's rows (trainer.current_rows)")
         step = trainer.state.global_step + 1
-        items = [item_from_row(r) for r in rows]
+        items_ = [items[int(r["item"])] if items is not None else item_from_row(r) for r in rows]
         counts: dict[str, int] = {}
         ranks = []  # rollout index of each episode within its scenario's group
-        for it in items:
+        for it in items_:
             ranks.append(counts.get(it.scenario_id, 0))
             counts[it.scenario_id] = ranks[-1] + 1
         arms = [f"{run_name}|step{step}|r{k}" for k in ranks]
-        ids = [f"{arm}|{it.scenario_id}|{it.buyer}" for arm, it in zip(arms, items)]
+        ids = [f"{arm}|{it.scenario_id}|{it.buyer}" for arm, it in zip(arms, items_)]
         seed = factory.config.seed * 1_000_003 + step * 1_009 + trainer.accelerator.process_index
-        batch = _play(trainer, factory.engine(seed), items, ids)
+        batch = _play(trainer, factory.engine(seed), items_, ids)
         for name, value in batch.metrics().items():
             trainer._log_metric(name, float(value))
         if transcripts is not None and trainer.accelerator.is_main_process:
             recs = []
             for arm, t in zip(arms, batch.trajectories):
-                rec = t.record(arm=arm, seller="policy", buyer=t.item.buyer)
+                rec = t.record(arm=arm, **_parties(factory.role, t.item.buyer))
                 rec["step"] = step
                 recs.append(rec)
-            append_records(transcripts, recs)
+            append(transcripts, recs)
         return batch.trl_output()
 
     return rollout_func
@@ -271,6 +367,7 @@ class Validator:
     transcripts: Path | None
     scaffold: str
     run_name: str
+    append: Callable[[Path, Sequence[dict[str, Any]]], None] = append_records
 
     def run(self, trainer: Any, step: int) -> dict[str, Any]:
         if step in self.log.steps():
@@ -295,10 +392,10 @@ class Validator:
         if self.transcripts is not None:
             recs = []
             for t in batch.trajectories:
-                rec = t.record(arm=f"{self.run_name}|val{step}", seller="policy", buyer=t.item.buyer)
+                rec = t.record(arm=f"{self.run_name}|val{step}", **_parties(self.factory.role, t.item.buyer))
                 rec["step"] = step
                 recs.append(rec)
-            append_records(self.transcripts, recs)
+            self.append(self.transcripts, recs)
         self.log.append(row)
         return row
 
@@ -524,9 +621,11 @@ def build_run(
     resume: bool = True,
     callbacks: Sequence[Any] = (),
     transcripts: bool = True,
+    task: TrainingTask | None = None,
 ) -> RunSetup:
     """Everything :func:`train` needs, without training: config files, logs (pruned to the resumed
-    checkpoint), the turn tags (round-trip asserted on a multi-turn dialogue first) and the trainer."""
+    checkpoint), the turn tags (round-trip asserted on a multi-turn dialogue first) and the trainer.
+    ``task``: another game (see the module docstring); its opponents must be given in ``buyers``."""
     import torch
     from transformers import AutoTokenizer
 
@@ -572,33 +671,51 @@ def build_run(
         done_step = int(resume_from.name.split("-")[1])
         train_log.truncate_after(done_step)
         val_log.truncate_after(done_step)
-        prune_transcripts(tdir / "train.jsonl", done_step)
-        prune_transcripts(tdir / "validation.jsonl", done_step)
+        prune = prune_transcripts if task is None else prune_game_records
+        prune(tdir / "train.jsonl", done_step)
+        prune(tdir / "validation.jsonl", done_step)
 
     tok = AutoTokenizer.from_pretrained(init)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tags = derive_turn_tags(tok)
-    assert_roundtrip(tok, tags, roundtrip_dialogue(scenario_items(config, "train")[0], config))
-    agents = dict(buyers) if buyers is not None else default_buyers(config)
-    missing = sorted(set(config.buyer_mixture) - set(agents))
+    if task is None:
+        assert_roundtrip(tok, tags, roundtrip_dialogue(scenario_items(config, "train")[0], config))
+        agents = dict(buyers) if buyers is not None else default_buyers(config)
+        needed = set(config.buyer_mixture)
+    else:
+        assert_roundtrip(tok, tags, task.roundtrip_dialogue(config.scaffold))
+        if buyers is None:
+            raise ValueError("a training task needs its opponent agents (buyers)")
+        agents = dict(buyers)
+        needed = {it.buyer for it in (*task.train_items, *task.validation_items)}
+    missing = sorted(needed - set(agents))
     if missing:
         raise KeyError(f"no buyer agent for mixture names {missing}; given: {sorted(agents)}")
 
     factory = EngineFactory(config, tok, tags, agents, backend)
+    if task is not None:
+        factory.episode_factory, factory.render, factory.role = task.episode_factory, task.render, task.role
     run_name = out.name
     validator = None
     if config.validate_every:
         vscaffold = config.validation_scaffold or config.scaffold
         validator = Validator(
             factory,
-            scenario_items(config, "validation"),
+            scenario_items(config, "validation") if task is None else list(task.validation_items),
             val_log,
             tdir / "validation.jsonl" if transcripts else None,
             vscaffold,
             run_name,
+            append_records if task is None else append_game_records,
         )
-    rollout_func = make_rollout_func(factory, tdir / "train.jsonl" if transcripts else None, run_name)
+    rollout_func = make_rollout_func(
+        factory,
+        tdir / "train.jsonl" if transcripts else None,
+        run_name,
+        None if task is None else task.train_items,
+        append_records if task is None else append_game_records,
+    )
     args = build_grpo_args(config, ckpt_dir, cuda, backend, tags.stop_ids)
     trainer_cls = _trainer_class()
     with warnings.catch_warnings():
@@ -607,7 +724,7 @@ def build_run(
             model=init,
             reward_funcs=[episode_reward],
             args=args,
-            train_dataset=build_dataset(config, "train"),
+            train_dataset=build_dataset(config, "train") if task is None else task.dataset(config.scaffold),
             processing_class=tok,
             rollout_func=rollout_func,
             peft_config=lora_config(config),
@@ -631,6 +748,7 @@ def train(
     resume: bool = True,
     callbacks: Sequence[Any] = (),
     transcripts: bool = True,
+    task: TrainingTask | None = None,
 ) -> TrainResult:
     """Run (or resume) one GRPO training run into ``out_dir``.
 
@@ -640,7 +758,8 @@ def train(
     ``config.continue_from`` set, the policy (and the KL reference) start from that checkpoint under
     a fresh optimizer and a fresh warmup-cosine (the paper's continuation). ``buyers`` maps the
     mixture's names to agents (default: scripted strategies of those names). ``resume`` picks up the
-    last complete checkpoint in ``out_dir`` (a run already at ``max_steps`` returns at once).
+    last complete checkpoint in ``out_dir`` (a run already at ``max_steps`` returns at once). ``task``
+    trains in another game (see :class:`TrainingTask`).
     """
     out = Path(out_dir)
     done = last_checkpoint(out / "checkpoints") if resume else None
@@ -656,7 +775,7 @@ def train(
             config.to_dict(),
             recorded.get("backend", "hf"),
         )
-    run = build_run(config, model_name_or_path, out_dir, buyers, progress, resume, callbacks, transcripts)
+    run = build_run(config, model_name_or_path, out_dir, buyers, progress, resume, callbacks, transcripts, task)
     if run.validator is not None and run.resume_from is None:
         row = run.validator.run(run.trainer, 0)
         if progress and row:
@@ -679,6 +798,7 @@ __all__ = [
     "RunLog",
     "RunSetup",
     "TrainResult",
+    "TrainingTask",
     "build_run",
     "Validator",
     "build_grpo_args",

@@ -1,5 +1,13 @@
 """Multi-turn token-level rollouts for GRPO [paper §3 "Optimization", App. H, App. J].
 
+Any game trains here: the engine drives episodes through :class:`TrainableEpisode` (who moves, a
+party's view, a turn's text, the outcome's reward, score and deal, the no-deal floor, bad parses, the
+record), built per scenario item by an :data:`EpisodeFactory`, with a :data:`Render` of the policy's
+view into chat messages; the policy plays one ``role`` (the seller by default) and the item's named
+opponent the other. The defaults are the paper's game (:class:`PaperEpisode`, :func:`render_messages`);
+a game package supplies its own episode adapter and render (the training layer imports no game). Below,
+"seller" reads as the policy's role and "buyer" as the opponent's.
+
 Every episode is one trajectory: ``prompt_ids`` (the seller's first prompt rendered with the chat
 template, capped at the prompt cap) followed by ``completion_ids``, the concatenation, turn by
 turn, of
@@ -50,7 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from negolib.agents.base import Agent
+from negolib.agents.base import Agent, AgentReply
 from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
 from negolib.env import EnvConfig, Episode
 from negolib.prompts import render_messages
@@ -151,6 +159,81 @@ class VLLMTokenGenerator:
 
 
 # ---------------------------------------------------------------------------------------------
+# The episode protocol
+# ---------------------------------------------------------------------------------------------
+
+
+class EpisodeOutcome(Protocol):
+    """How a finished episode ended, as the update reads it: the deal flag, the reward the policy is
+    trained on, its score (the game's payoff for the policy, logged) and the number of turns played."""
+
+    deal: bool
+    reward: float
+    score: float
+    turns: int
+
+
+class TrainableEpisode(Protocol):
+    """One episode of a game as the rollout engine drives it (the paper's :class:`PaperEpisode`, or a game's
+    adapter). ``step`` takes a turn of the party to move: the policy's decoded text, or what
+    :meth:`opponent_turn` made of the opponent's reply; it may raise (the engine contains it)."""
+
+    episode_id: str
+
+    @property
+    def to_move(self) -> str: ...  # the role whose turn is next
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def outcome(self) -> EpisodeOutcome | None: ...  # None while running
+
+    @property
+    def turns(self) -> Sequence[Any]: ...  # the turns played so far
+
+    @property
+    def no_deal_floor(self) -> float: ...  # the reward and score of an episode the driver cuts
+
+    def view(self, role: str) -> Any: ...
+
+    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any: ...
+
+    def opponent_turn(self, reply: AgentReply) -> Any: ...  # the opponent's reply as ``step`` takes it
+
+    def bad_parses(self, role: str) -> tuple[int, int]: ...  # (bad-parse turns, turns) of ``role``
+
+    def record(self, **key: Any) -> dict[str, Any]: ...  # the game's JSON-ready transcript record
+
+
+EpisodeFactory = Callable[[ScenarioItem, str], TrainableEpisode]
+"""``(item, episode_id) -> episode``: a fresh episode of the item's scenario."""
+Render = Callable[[Any, str], list[dict[str, str]]]
+"""``(view, scaffold) -> chat messages`` of the policy's view (system/user/assistant)."""
+
+
+class PaperEpisode(Episode):
+    """The paper game's :class:`negolib.env.Episode` as a :class:`TrainableEpisode`: its outcome carries Eq. 1's
+    reward and the score S; the driver's floor is ``-lambda``; a bad parse is a turn without a valid action."""
+
+    @property
+    def no_deal_floor(self) -> float:
+        return -self.config.no_deal_penalty
+
+    def opponent_turn(self, reply: AgentReply) -> str:
+        return reply.text
+
+    def bad_parses(self, role: str) -> tuple[int, int]:
+        mine = [t for t in self.turns if t.role == role]
+        return sum(t.action is None for t in mine), len(mine)
+
+
+def other_role(role: str) -> str:
+    """The opponent's role."""
+    return "buyer" if role == "seller" else "seller"
+
+
+# ---------------------------------------------------------------------------------------------
 # Trajectories
 # ---------------------------------------------------------------------------------------------
 
@@ -170,17 +253,18 @@ class Trajectory:
     """One episode as a training sample. ``completion_ids``, ``env_mask`` and ``logprobs`` are (C,)."""
 
     item: ScenarioItem
-    episode: Episode
+    episode: TrainableEpisode
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    segments: list[tuple[str, list[int]]] = field(default_factory=list)  # ("seller"|"env", ids) in order
+    segments: list[tuple[str, list[int]]] = field(default_factory=list)  # (role|"env", ids) in order
     seller_turns: int = 0
     prompt_truncated: bool = False
     status: str = "running"  # deal | no_deal | truncated | error
     error: str | None = None
     gen_stopped: bool = True  # the last seller turn ended on a stop token
+    role: str = "seller"  # the policy's role
 
     @property
     def done(self) -> bool:
@@ -195,7 +279,7 @@ class Trajectory:
         if not ids:
             return
         self.completion_ids += ids
-        self.env_mask += [1 if kind == "seller" else 0] * len(ids)
+        self.env_mask += [0 if kind == "env" else 1] * len(ids)
         self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
         self.segments.append((kind, ids))
 
@@ -206,22 +290,22 @@ class Trajectory:
 
     @property
     def reward(self) -> float:
-        """Eq. 1; the floor -lambda for a driver cut; NaN for an excluded (error) trajectory."""
+        """Eq. 1 (the game's reward); the floor -lambda for a driver cut; NaN for an excluded (error) trajectory."""
         out = self.episode.outcome
         if self.excluded:
             return math.nan
         if self.status == "truncated" or out is None:
-            return -self.episode.config.no_deal_penalty
+            return self.episode.no_deal_floor
         return float(out.reward)
 
     @property
     def score(self) -> float:
-        """S; -lambda for a driver cut; NaN for an excluded (error) trajectory."""
+        """S (the game's score); -lambda for a driver cut; NaN for an excluded (error) trajectory."""
         out = self.episode.outcome
         if self.excluded:
             return math.nan
         if self.status == "truncated" or out is None:
-            return -self.episode.config.no_deal_penalty
+            return self.episode.no_deal_floor
         return float(out.score)
 
     def fail(self, error: str) -> None:
@@ -335,8 +419,8 @@ class RolloutBatch:
 
 
 def _bad_parse_rate(ts: Sequence[Trajectory]) -> float:
-    seller_turns = [turn for t in ts for turn in t.episode.turns if turn.role == "seller"]
-    return sum(turn.action is None for turn in seller_turns) / max(1, len(seller_turns))
+    counts = [t.episode.bad_parses(t.role) for t in ts]
+    return sum(bad for bad, _ in counts) / max(1, sum(n for _, n in counts))
 
 
 def _observation_message(messages: Sequence[dict[str, str]]) -> dict[str, str]:
@@ -351,25 +435,36 @@ def _observation_message(messages: Sequence[dict[str, str]]) -> dict[str, str]:
 
 @dataclass
 class RolloutEngine:
-    """Plays batches of episodes with the policy as seller and returns token-level trajectories.
+    """Plays batches of episodes with the policy in ``role`` and returns token-level trajectories.
 
-    ``render`` maps a seller view to chat messages (default: :func:`negolib.prompts.render_messages`
-    with ``scaffold``). ``buyers`` maps the names in each item's ``buyer`` field to agents.
+    ``render`` maps the policy's view to chat messages (default: :func:`negolib.prompts.render_messages`
+    with ``scaffold``). ``buyers`` maps the names in each item's ``buyer`` field to the opponent agents.
+    ``episode_factory`` builds each item's episode (default: the paper's :class:`PaperEpisode` under ``env``;
+    a game's factory carries its own rules, and ``env`` may then be None).
     """
 
     generator: TokenGenerator
     tokenizer: Any
     tags: TurnTags
     buyers: Mapping[str, Agent]
-    env: EnvConfig
+    env: EnvConfig | None
     limits: RolloutLimits = field(default_factory=RolloutLimits)
     scaffold: str = "training"
-    render: Callable[[Any, str], list[dict[str, str]]] | None = None
+    render: Render | None = None
+    episode_factory: EpisodeFactory | None = None
+    role: str = "seller"
 
     def _render(self, view: Any) -> list[dict[str, str]]:
         if self.render is not None:
             return self.render(view, self.scaffold)
         return render_messages(view, self.scaffold)
+
+    def _episode(self, item: ScenarioItem, episode_id: str) -> TrainableEpisode:
+        if self.episode_factory is not None:
+            return self.episode_factory(item, episode_id)
+        if self.env is None:
+            raise ValueError("the paper game's episodes need an EnvConfig (env); or pass an episode_factory")
+        return PaperEpisode(item.scenario, self.env, episode_id)
 
     def play(self, items: Sequence[ScenarioItem], episode_ids: Sequence[str] | None = None) -> RolloutBatch:
         """Play one episode per item (repeat an item for several rollouts) to the end."""
@@ -381,7 +476,7 @@ class RolloutEngine:
             if episode_ids is not None
             else [f"{it.scenario_id}|{it.buyer}|{i}" for i, it in enumerate(items)]
         )
-        trajs = [Trajectory(it, Episode(it.scenario, self.env, eid)) for it, eid in zip(items, ids)]
+        trajs = [Trajectory(it, self._episode(it, eid), role=self.role) for it, eid in zip(items, ids)]
         batch = RolloutBatch(trajs)
         t0 = time.perf_counter()
         while True:
@@ -389,8 +484,8 @@ class RolloutEngine:
             if not live:
                 break
             batch.waves += 1
-            sellers = [t for t in live if t.episode.to_move == "seller"]
-            buyers = [t for t in live if t.episode.to_move == "buyer"]
+            sellers = [t for t in live if t.episode.to_move == self.role]
+            buyers = [t for t in live if t.episode.to_move != self.role]
             if sellers:
                 t1 = time.perf_counter()
                 self._seller_wave(sellers)
@@ -416,14 +511,14 @@ class RolloutEngine:
         the driver must cut the episode (seller-turn cap, or the context cap would be reached)."""
         if t.seller_turns >= self.limits.max_seller_turns:
             return None
-        messages = self._render(t.episode.view("seller"))
+        messages = self._render(t.episode.view(self.role))
         if not t.prompt_ids:
             ids = encode_chat(self.tokenizer, messages, add_generation_prompt=True)
             if len(ids) > self.limits.max_prompt_tokens:  # keep the end: the generation prompt survives
                 ids, t.prompt_truncated = ids[-self.limits.max_prompt_tokens :], True
             t.prompt_ids = ids
             return t.context
-        last_gen = next((ids for kind, ids in reversed(t.segments) if kind == "seller"), [])
+        last_gen = next((ids for kind, ids in reversed(t.segments) if kind != "env"), [])
         obs = self.tags.observation_ids(self.tokenizer, _observation_message(messages)["content"], last_gen)
         if len(t.context) + len(obs) >= self.limits.max_context_tokens - 1:
             return None
@@ -451,7 +546,7 @@ class RolloutEngine:
             try:
                 ctx = self._prepare(t)
             except Exception as exc:  # noqa: BLE001 - rendering/encoding: contained to this episode
-                t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} (seller) prompt"))
+                t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} ({self.role}) prompt"))
                 continue
             if ctx is None:
                 t.status, t.error = "truncated", "driver limit (seller turns or context)"
@@ -465,11 +560,11 @@ class RolloutEngine:
         gens = self._generate([c for _, c in ready], budgets)
         latency = (time.perf_counter() - t0) / len(ready)
         for (t, ctx), gen in zip(ready, gens):
-            where = f"turn {len(t.episode.turns) + 1} (seller)"
+            where = f"turn {len(t.episode.turns) + 1} ({self.role})"
             if isinstance(gen, str):
                 t.fail(f"{where}: {gen}")
                 continue
-            t.add("seller", gen.ids, gen.logprobs)
+            t.add(self.role, gen.ids, gen.logprobs)
             t.seller_turns += 1
             t.gen_stopped = gen.stopped
             try:
@@ -482,11 +577,12 @@ class RolloutEngine:
 
     def _buyer_wave(self, buyers: Sequence[Trajectory]) -> None:
         groups: dict[str, list[tuple[Trajectory, Any]]] = {}
+        opponent = other_role(self.role)
         for t in buyers:
             try:
-                view = t.episode.view("buyer")
+                view = t.episode.view(opponent)
             except Exception as exc:  # noqa: BLE001 - contained to this episode
-                t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} (buyer) view"))
+                t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} ({opponent}) view"))
                 continue
             groups.setdefault(t.item.buyer, []).append((t, view))
         for name, pairs in groups.items():
@@ -497,6 +593,7 @@ class RolloutEngine:
                     t.fail(problem)
                     continue
                 try:
-                    t.episode.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+                    turn = t.episode.opponent_turn(rep)
+                    t.episode.step(turn, rep.input_tokens, rep.output_tokens, rep.latency_s)
                 except Exception as exc:  # noqa: BLE001 - parser/environment: contained to this episode
-                    t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} (buyer)"))
+                    t.fail(error_text(exc, f"turn {len(t.episode.turns) + 1} ({opponent})"))

@@ -1,0 +1,663 @@
+"""Training a bilateral bargainer: SFT on a tournament's best transcripts, then GRPO through the shared trainer.
+
+Contract: :func:`sft_dataset` picks, per scenario, the best deal of the scripted sellers in a tournament's
+``matches.jsonl`` (the highest seller surplus share) and replays it into the seller's chat in the local model
+agent's text tool-call format (:func:`.prompts.chat_messages` ``"text"``); :func:`run_sft` fine-tunes on it with
+TRL's ``SFTTrainer`` (loss on the assistant turns only) and saves an ``hf:<path>`` model; :func:`run_grpo` trains
+that model through :func:`negolib.training.grpo.train` with :class:`TrainingEpisode`, this game's adapter of
+:class:`negolib.training.rollout.TrainableEpisode`, against one fixed opponent; :func:`evaluate_stages` plays the
+stages against the same opponents on the same paired scenarios and returns a tidy frame with seed-cluster intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from negolib.agents.base import AgentReply
+from negolib.games.bilateral.agents import LMOptions
+from negolib.games.bilateral.env import BilateralConfig, Episode, Role
+from negolib.games.bilateral.game import BilateralGame
+from negolib.games.bilateral.metrics import outcomes_frame
+from negolib.games.bilateral.play import reply_turn
+from negolib.games.bilateral.prompts import chat_messages
+from negolib.games.bilateral.protocol import StructuredTurn
+from negolib.games.bilateral.scenarios import (
+    EVAL_SEED_START,
+    MAX_EVAL_SEEDS,
+    TIERS,
+    BilateralScenario,
+    scenario_set,
+    train_seeds,
+    validation_seeds,
+)
+from negolib.games.bilateral.scripted import make_scripted
+from negolib.sampling import SamplingConfig
+from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
+from negolib.training.config import TrainConfig
+from negolib.training.data import ScenarioItem
+from negolib.training.grpo import TrainingTask, TrainResult, train
+from negolib.training.rollout import EpisodeFactory
+
+MATCHES_FILE = "matches.jsonl"  # the tournament's episode file (the games layer does not import the tournament)
+Chat = list[dict[str, str]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward and the episode adapter
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The training reward of the policy's role (ours, the paper's Eq. 1 carried over to this game).
+
+    ``r = payoff - ir_penalty [own IR violation] - no_deal_penalty [no deal and a zone] - format_penalty bad/turns``,
+    ``payoff`` being the game's (:meth:`BilateralGame.payoffs`: the seller's surplus share on a deal with a zone,
+    clipped to [0, 1]; 0 otherwise). A no deal costs ``lambda`` only where a zone of agreement existed (a missed
+    trade): with no zone no deal is the efficient outcome, and penalising it would pay the seller to sell below
+    cost. A deal past the policy's own reservation (below cost for the seller) costs ``ir_penalty``, so it is never
+    better than walking away. There is no length penalty: the game's deadline bounds an episode. An episode the
+    driver cuts (turn or context cap) gets ``-no_deal_penalty``."""
+
+    no_deal_penalty: float = 0.3  # lambda: a no deal with a non-empty zone; also the driver's floor
+    ir_penalty: float = 0.3  # a deal past the policy's own reservation (selling below cost)
+    format_penalty: float = 0.05  # times the fraction of the policy's turns that were bad parses
+
+    def __post_init__(self) -> None:
+        for name in ("no_deal_penalty", "ir_penalty", "format_penalty"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"RewardConfig.{name} must be a finite number >= 0, got {value!r}")
+
+
+def role_payoff(record: Mapping[str, Any], role: Role) -> float:
+    """The game's payoff of ``role`` in a finished episode record (:meth:`BilateralGame.payoffs`)."""
+    p = BilateralGame().payoffs(dict(record))
+    return p.seller if role == "seller" else p.buyer
+
+
+def reward_of(record: Mapping[str, Any], role: Role = "seller", config: RewardConfig | None = None) -> float:
+    """The training reward of ``role`` in a finished episode record (see :class:`RewardConfig`)."""
+    c = config or RewardConfig()
+    out = record["outcome"]
+    cost, value = float(record["cost"]), float(record["value"])
+    r = role_payoff(record, role)
+    if out["deal"]:
+        price = float(out["price"])
+        if (role == "seller" and price < cost) or (role == "buyer" and price > value):
+            r -= c.ir_penalty
+    elif value > cost:
+        r -= c.no_deal_penalty
+    turns = int(out[f"{role}_turns"])
+    if turns:
+        r -= c.format_penalty * int(out[f"{role}_bad_parses"]) / turns
+    return float(r)
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """A finished episode as the update reads it (:class:`negolib.training.rollout.EpisodeOutcome`)."""
+
+    deal: bool
+    reward: float
+    score: float  # the game's payoff of the policy's role
+    turns: int
+
+
+class TrainingEpisode:
+    """A bilateral :class:`~.env.Episode` as a :class:`negolib.training.rollout.TrainableEpisode`: the policy plays
+    ``role``; the reward is :func:`reward_of`, the score the game's payoff; a bad parse is a turn whose call had
+    no effect (the protocol's bad parses and invalid accepts; a prose-only turn is not one)."""
+
+    def __init__(self, episode: Episode, role: Role = "seller", reward: RewardConfig | None = None) -> None:
+        self.episode, self.role, self.reward_config = episode, role, reward or RewardConfig()
+        self.episode_id = episode.episode_id
+        self._outcome: TrainingOutcome | None = None
+
+    @property
+    def to_move(self) -> str:
+        return self.episode.to_move
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
+
+    @property
+    def turns(self) -> Sequence[Any]:
+        return self.episode.turns
+
+    @property
+    def outcome(self) -> TrainingOutcome | None:
+        if self._outcome is None and self.episode.outcome is not None:
+            rec = self.episode.record()
+            self._outcome = TrainingOutcome(bool(rec["outcome"]["deal"]), reward_of(rec, self.role, self.reward_config),
+                                            role_payoff(rec, self.role), int(rec["outcome"]["turns"]))
+        return self._outcome
+
+    @property
+    def no_deal_floor(self) -> float:
+        return -self.reward_config.no_deal_penalty
+
+    def view(self, role: str) -> Any:
+        return self.episode.view(role)  # type: ignore[arg-type]
+
+    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any:
+        return self.episode.step(turn, input_tokens, output_tokens, latency_s)
+
+    def opponent_turn(self, reply: AgentReply) -> str | StructuredTurn:
+        return reply_turn(reply)  # a scripted or API opponent's calls travel in extra["tool_calls"]
+
+    def bad_parses(self, role: str) -> tuple[int, int]:
+        mine = [t for t in self.episode.turns if t.role == role]
+        return sum(t.parse_error is not None for t in mine), len(mine)
+
+    def record(self, **key: Any) -> dict[str, Any]:
+        return self.episode.record(**key)
+
+
+def render(view: Any, scaffold: str = "training") -> Chat:
+    """The policy's chat in the local agent's text tool-call format (the scaffold is the paper game's: unused)."""
+    return chat_messages(view, "text")
+
+
+def episode_factory(config: BilateralConfig | None = None, role: Role = "seller",
+                    reward: RewardConfig | None = None) -> EpisodeFactory:
+    """Builds a :class:`TrainingEpisode` of an item's scenario under ``config``."""
+    cfg = config or BilateralConfig()
+
+    def make(item: ScenarioItem, episode_id: str) -> TrainingEpisode:
+        return TrainingEpisode(Episode(item.scenario, cfg, episode_id), role, reward)
+
+    return make
+
+
+def scenario_items(scenarios: Iterable[BilateralScenario], opponent: str) -> tuple[ScenarioItem, ...]:
+    """Each scenario played against the agent named ``opponent`` (keys ``tier|seed``)."""
+    return tuple(ScenarioItem(sc, opponent, key=sc.key) for sc in scenarios)
+
+
+def roundtrip_chat(config: BilateralConfig | None = None, role: Role = "seller", turns: int = 5) -> Chat:
+    """A multi-turn chat of ``role`` (scripted play, text format) for the shared trainer's tag round-trip check."""
+    ep = Episode(scenario_set([0], ["1k"])[0], config or BilateralConfig(), "roundtrip")
+    agents = {"seller": make_scripted("linear", "seller", 0, surface="text"),
+              "buyer": make_scripted("boulware", "buyer", 0, surface="text")}
+    while not ep.done and len(ep.turns) < turns:
+        ep.step(agents[ep.to_move].act(ep.view()).text)
+    return chat_messages(ep.view(role), "text")
+
+
+def training_task(items: Sequence[ScenarioItem], validation_items: Sequence[ScenarioItem] = (),
+                  config: BilateralConfig | None = None, role: Role = "seller",
+                  reward: RewardConfig | None = None) -> TrainingTask:
+    """The shared trainer's :class:`~negolib.training.grpo.TrainingTask` for this game."""
+    return TrainingTask(episode_factory(config, role, reward), render, tuple(items), tuple(validation_items), role,
+                        tuple(roundtrip_chat(config, role)))
+
+
+# ---------------------------------------------------------------------------------------------
+# SFT data: the tournament's best transcripts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One seller conversation: ``messages`` ends on the seller's last turn; the rest says where it came from."""
+
+    messages: tuple[dict[str, str], ...]
+    scenario_key: str
+    seller: str
+    buyer: str
+    price: float
+    surplus_share: float  # the game's payoff of the seller
+
+
+def read_matches(path: str | Path) -> list[dict[str, Any]]:
+    """The match lines of a tournament file (or of ``<dir>/matches.jsonl``); a torn last line is ignored."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MATCHES_FILE
+    text = p.read_text()
+    lines = text.split("\n")[:-1]  # the text after the last newline: empty, or a torn line
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _match(obj: Any) -> dict[str, Any]:
+    """A tournament match record (a ``MatchRecord`` or its JSON dict) as a dict with the fields used here."""
+    if isinstance(obj, Mapping):
+        return {"seller": str(obj["seller"]), "buyer": str(obj["buyer"]), "scenario_key": str(obj["scenario_key"]),
+                "record": dict(obj["record"])}
+    return {"seller": str(obj.seller), "buyer": str(obj.buyer), "scenario_key": str(obj.scenario_key),
+            "record": dict(obj.record)}
+
+
+def replay(record: Mapping[str, Any]) -> Episode:
+    """The episode of a bilateral record, replayed turn by turn (its outcome must match the record's)."""
+    sc = BilateralScenario(str(record["tier"]), int(record["seed"]), float(record["cost"]), float(record["value"]))
+    ep = Episode(sc, BilateralConfig(**record["config"]), str(record.get("scenario_key", sc.key)))
+    for t in record["turns"]:
+        calls = t.get("raw_tool_calls")
+        ep.step(StructuredTurn(t["raw"], calls) if calls is not None else t["raw"])
+    want, got = record.get("outcome"), ep.outcome
+    if want is None or got is None or bool(want["deal"]) != got.deal or want["price"] != got.price:
+        raise ValueError(f"record {sc.key} does not replay to its outcome ({want} vs {got})")
+    return ep
+
+
+def seller_chat(record: Mapping[str, Any]) -> Chat:
+    """The seller's conversation of a finished record, ending on its last turn, as the local agent is prompted
+    (:func:`.prompts.chat_messages` in text format: each prefix ending on a user message is that turn's prompt)."""
+    ep = replay(record)
+    msgs = chat_messages(ep.view("seller"), "text")
+    return msgs[:-1]  # the last user message asks for a turn after the end
+
+
+def _is_lm(name: str) -> bool:
+    return ":" in name
+
+
+def select_best(matches: Iterable[Any], sellers: Sequence[str] | None = None,
+                opponents: Sequence[str] | None = None,
+                select: Literal["best_deal", "top_seller"] = "best_deal") -> list[dict[str, Any]]:
+    """Per scenario, the best deal among the candidate matches (one per scenario key, in key order).
+
+    Candidates: valid deals of ``sellers`` (None: every seller that is not a language model) against
+    ``opponents`` (None: every buyer) with no individual-rationality violation. ``best_deal``: the highest
+    seller payoff (surplus share), ties to fewer turns, then seller and buyer name. ``top_seller``: only the
+    deals of the seller with the highest mean payoff over all its valid episodes against ``opponents``."""
+    rows = [_match(m) for m in matches]
+    rows = [r for r in rows if (sellers is None and not _is_lm(r["seller"])) or (sellers and r["seller"] in sellers)]
+    rows = [r for r in rows if opponents is None or r["buyer"] in opponents]
+    rows = [r for r in rows if r["record"].get("game", "bilateral") == "bilateral"]
+    valid = [r for r in rows if r["record"].get("status") != "error" and r["record"].get("outcome")]
+    if select == "top_seller":
+        means: dict[str, list[float]] = {}
+        for r in valid:
+            means.setdefault(r["seller"], []).append(role_payoff(r["record"], "seller"))
+        if not means:
+            return []
+        top = max(sorted(means), key=lambda s: float(np.mean(means[s])))
+        valid = [r for r in valid if r["seller"] == top]
+    elif select != "best_deal":
+        raise ValueError(f"select must be 'best_deal' or 'top_seller', got {select!r}")
+    best: dict[str, tuple[tuple, dict[str, Any]]] = {}
+    for r in valid:
+        rec, out = r["record"], r["record"]["outcome"]
+        price = out.get("price")
+        if not out["deal"] or price is None or not float(rec["cost"]) <= float(price) <= float(rec["value"]):
+            continue
+        rank = (-role_payoff(rec, "seller"), int(out["turns"]), r["seller"], r["buyer"])
+        if r["scenario_key"] not in best or rank < best[r["scenario_key"]][0]:
+            best[r["scenario_key"]] = (rank, r)
+    return [best[k][1] for k in sorted(best)]
+
+
+def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | None = None,
+                opponents: Sequence[str] | None = None, select: Literal["best_deal", "top_seller"] = "best_deal",
+                min_share: float = 0.0, max_examples: int | None = None) -> list[SFTExample]:
+    """The SFT conversations of a tournament (its directory, its ``matches.jsonl`` or its match records): the
+    seller's chat of each scenario's best deal (:func:`select_best`) with a surplus share of at least
+    ``min_share``, in scenario-key order (the first ``max_examples``)."""
+    matches = read_matches(source) if isinstance(source, (str, Path)) else list(source)
+    out = []
+    for r in select_best(matches, sellers, opponents, select):
+        share = role_payoff(r["record"], "seller")
+        if share < min_share:
+            continue
+        out.append(SFTExample(tuple(seller_chat(r["record"])), r["scenario_key"], r["seller"], r["buyer"],
+                              float(r["record"]["outcome"]["price"]), share))
+    return out[:max_examples] if max_examples is not None else out
+
+
+def encode_conversation(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> tuple[list[int], list[int]]:
+    """(ids, assistant mask) of a chat: the template's render without a generation prompt, tokenized once; the mask
+    is 1 on the tokens of each assistant message's content and its end-of-turn token, 0 elsewhere."""
+    from negolib.chat_template import derive_turn_tags, render_chat
+
+    msgs = [dict(m) for m in messages]
+    full = render_chat(tokenizer, msgs, add_generation_prompt=False)
+    stop = tokenizer.decode([derive_turn_tags(tokenizer).stop_ids[0]], skip_special_tokens=False)
+    spans = []
+    for i, m in enumerate(msgs):
+        if m["role"] != "assistant":
+            continue
+        prefix = render_chat(tokenizer, msgs[:i], add_generation_prompt=True)
+        upto = render_chat(tokenizer, msgs[: i + 1], add_generation_prompt=False)
+        end = upto.find(stop, len(prefix) + len(m["content"]))
+        if not (full.startswith(upto) and upto.startswith(prefix)) or end < 0:
+            raise ValueError(f"the chat template does not render assistant message {i} as a prefix of the chat")
+        spans.append((len(prefix), end + len(stop)))
+    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+    mask = [int(b > a and any(lo <= a and b <= hi for lo, hi in spans)) for a, b in enc["offset_mapping"]]
+    return list(enc["input_ids"]), mask
+
+
+# ---------------------------------------------------------------------------------------------
+# SFT
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BilateralSFTConfig:
+    """Supervised fine-tuning with TRL's ``SFTTrainer`` on the assistant turns (ours)."""
+
+    epochs: int = 2  # passes over the conversations
+    learning_rate: float = 5e-5  # peak; cosine decay after a linear warm-up
+    warmup_ratio: float = 0.1  # fraction of the steps spent warming up
+    batch_size: int = 4  # conversations per optimizer step (micro-batches of one, accumulated)
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    max_length: int = 4096  # tokens per conversation; longer ones keep their start
+    seed: int = 0  # shuffling and initialisation of anything random
+    dtype: str = "float32"  # float32 on CPU
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.max_length < 2:
+            raise ValueError("BilateralSFTConfig: epochs, batch_size >= 1 and max_length >= 2")
+        if not 0 < self.learning_rate < 1 or not 0 <= self.warmup_ratio < 1:
+            raise ValueError("BilateralSFTConfig: learning_rate in (0, 1), warmup_ratio in [0, 1)")
+
+
+@dataclass
+class SFTResult:
+    """Where the fine-tuned model is (``hf:<model_dir>``), the mean assistant-token loss on the data before and
+    after, the optimizer steps, the seconds and TRL's log rows."""
+
+    model_dir: Path
+    loss_before: float
+    loss_after: float
+    steps: int
+    seconds: float
+    examples: int
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def masked_loss(model: Any, encoded: Sequence[tuple[list[int], list[int]]]) -> float:
+    """Mean next-token negative log-likelihood over the masked (assistant) tokens of ``encoded``."""
+    import torch
+
+    total, n = 0.0, 0
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for ids, mask in encoded:
+                x = torch.tensor([ids], device=device)
+                logits = model(input_ids=x).logits[0, :-1].float()
+                target, keep = x[0, 1:], torch.tensor(mask[1:], device=device).bool()
+                nll = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+                total += float(nll[keep].sum())
+                n += int(keep.sum())
+    finally:
+        model.train(was_training)
+    return total / max(1, n)
+
+
+def run_sft(model_dir: str | Path, dataset: Sequence[SFTExample] | Sequence[Sequence[Mapping[str, str]]],
+            out_dir: str | Path, config: BilateralSFTConfig | None = None, progress: bool = False) -> SFTResult:
+    """Fine-tune the model at ``model_dir`` (a folder or a packaged model name) on ``dataset`` and save it to
+    ``<out_dir>/model`` (atomically; loadable as ``hf:<out_dir>/model``), with ``sft_log.jsonl`` and
+    ``sft_summary.json`` beside it. The loss covers the assistant turns only (:func:`encode_conversation`)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from negolib.models import resolve_model_path
+    from negolib.training.checkpoints import atomic_dir
+
+    c = config or BilateralSFTConfig()
+    if not dataset:
+        raise ValueError("run_sft: an empty dataset")
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    init = resolve_model_path(model_dir)
+    tok = AutoTokenizer.from_pretrained(init)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    chats = [ex.messages if isinstance(ex, SFTExample) else ex for ex in dataset]
+    encoded = [encode_conversation(tok, chat) for chat in chats]
+    encoded = [(ids[: c.max_length], mask[: c.max_length]) for ids, mask in encoded]
+    rows = [{"input_ids": ids, "assistant_masks": mask} for ids, mask in encoded]
+    cuda = torch.cuda.is_available()
+    args = SFTConfig(
+        output_dir=str(out / "trainer"), num_train_epochs=c.epochs, per_device_train_batch_size=1,
+        gradient_accumulation_steps=c.batch_size, learning_rate=c.learning_rate, lr_scheduler_type="cosine",
+        warmup_steps=c.warmup_ratio, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm,
+        max_length=c.max_length, packing=False, logging_steps=1, save_strategy="no", report_to=[],
+        seed=c.seed, data_seed=c.seed, use_cpu=not cuda, bf16=False, fp16=False, disable_tqdm=not progress,
+        dataloader_num_workers=0, model_init_kwargs={"dtype": c.dtype}, completion_only_loss=False,
+        assistant_only_loss=False, dataset_num_proc=None,
+    )
+    trainer = SFTTrainer(model=init, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok)
+    if not progress:
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    for (ids, mask), labels in zip(encoded, trainer.train_dataset["labels"]):  # TRL's labels are our mask
+        if list(labels) != [i if m else -100 for i, m in zip(ids, mask)]:
+            raise RuntimeError("SFTTrainer's labels do not follow the assistant mask; nothing was trained")
+    before = masked_loss(trainer.model, encoded)
+    trainer.train()
+    after = masked_loss(trainer.model, encoded)
+    final = out / "model"
+    with atomic_dir(final) as staged:
+        trainer.model.save_pretrained(staged)
+        tok.save_pretrained(staged)
+    log = [dict(r) for r in trainer.state.log_history]
+    with open(out / "sft_log.jsonl", "w") as fh:
+        for r in log:
+            fh.write(json.dumps(r) + "\n")
+    result = SFTResult(final, before, after, int(trainer.state.global_step), time.perf_counter() - t0, len(rows), log)
+    summary = {"init": init, "config": asdict(c), "examples": len(rows), "steps": result.steps,
+               "loss_before": before, "loss_after": after, "seconds": result.seconds,
+               "assistant_tokens": sum(sum(m) for _, m in encoded), "tokens": sum(len(i) for i, _ in encoded)}
+    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# GRPO against a fixed opponent
+# ---------------------------------------------------------------------------------------------
+
+
+def default_recipe() -> TrainConfig:
+    """The shared GRPO recipe sized for this game on CPU (ours): 4 scenarios x 4 rollouts a step, 8 steps, a seller
+    turn of at most 96 new tokens, 5 seller turns (+1 for the driver), no validation."""
+    return TrainConfig(
+        scenarios_per_step=4, rollouts_per_scenario=4, micro_batch_size=4, max_steps=8, learning_rate=1e-5,
+        warmup_steps=1, max_new_tokens=96, max_prompt_tokens=1536, max_context_tokens=4096, max_rollout_turns=6,
+        validate_every=0, save_every=8, buyer_mixture={"conceder": 1.0},
+    )
+
+
+@dataclass(frozen=True)
+class BilateralGRPOConfig:
+    """GRPO of the seller in this game through the shared trainer (ours)."""
+
+    tiers: tuple[str, ...] = tuple(TIERS)  # price tiers of the training scenarios
+    train_seeds_per_tier: int = 8  # training scenarios: these many seeds (the low block) in every tier
+    train_seed_offset: int = 0  # first training seed
+    validation_seeds_per_tier: int = 1  # validation scenarios per tier (used when recipe.validate_every > 0)
+    game: BilateralConfig = field(default_factory=BilateralConfig)  # deadline and first mover
+    reward: RewardConfig = field(default_factory=RewardConfig)  # see RewardConfig
+    recipe: TrainConfig = field(default_factory=default_recipe)  # the shared recipe; its buyer mixture is the opponent
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.tiers if t not in TIERS]
+        if not self.tiers or unknown:
+            raise ValueError(f"BilateralGRPOConfig.tiers: unknown {unknown}; known: {list(TIERS)}")
+        if self.train_seeds_per_tier < 1 or self.validation_seeds_per_tier < 0:
+            raise ValueError("BilateralGRPOConfig: train_seeds_per_tier >= 1, validation_seeds_per_tier >= 0")
+
+
+def run_grpo(start_dir: str | Path, out_dir: str | Path, config: BilateralGRPOConfig | None = None,
+             opponent: str = "conceder", progress: bool = False, resume: bool = True,
+             callbacks: Sequence[Any] = ()) -> TrainResult:
+    """GRPO of the seller from ``start_dir`` (e.g. the SFT model) against the fixed ``opponent`` (a scripted
+    strategy or any agent name :meth:`BilateralGame.make_agent` builds, as the buyer) into ``out_dir``, through
+    :func:`negolib.training.grpo.train` (checkpoints, logs and transcripts as there; the final checkpoint loads as
+    ``hf:<checkpoint>``)."""
+    c = config or BilateralGRPOConfig()
+    recipe = replace(c.recipe, buyer_mixture={opponent: 1.0})
+    items = scenario_items(scenario_set(train_seeds(c.train_seeds_per_tier, c.train_seed_offset), c.tiers), opponent)
+    validation: tuple[ScenarioItem, ...] = ()
+    if recipe.validate_every and c.validation_seeds_per_tier:
+        validation = scenario_items(scenario_set(validation_seeds(c.validation_seeds_per_tier), c.tiers), opponent)
+    game = BilateralGame(c.game)
+    buyer = game.make_agent(opponent, "buyer", recipe.seed)
+    task = training_task(items, validation, c.game, "seller", c.reward)
+    return train(recipe, start_dir, out_dir, buyers={opponent: buyer}, progress=progress, resume=resume,
+                 callbacks=callbacks, task=task)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluating the stages
+# ---------------------------------------------------------------------------------------------
+
+STAGE_COLUMNS = ("kind", "stage", "baseline", "tier", "metric", "estimate", "ci_low", "ci_high", "p_value",
+                 "n_episodes", "n_clusters")
+METRICS = ("deal_rate", "surplus_share", "ir_violation_rate", "ir_violations")
+
+
+def _agent_name(spec: str | Path) -> str:
+    """A stage's seller: a model folder becomes ``hf:<folder>``; anything else is an agent name as given."""
+    s = str(spec)
+    return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
+
+
+EVAL_OFFSET = 500
+"""Stage evaluations use the reserved evaluation seeds from 5,000,500 on: a tournament (whose best transcripts
+are the SFT data) plays the block's first seeds, so up to 500 tournament seeds never meet an evaluation scenario."""
+
+
+def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
+    """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
+    if n_seeds < 1 or offset < 0 or offset + n_seeds > MAX_EVAL_SEEDS:
+        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {MAX_EVAL_SEEDS}; got {n_seeds}, {offset}")
+    return [EVAL_SEED_START + offset + i for i in range(n_seeds)]
+
+
+def play_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] = ("conceder",), n_seeds: int = 8,
+                tiers: Sequence[str] | None = None, seed: int = 0, sampling: SamplingConfig | None = None,
+                config: BilateralConfig | None = None, max_batch: int = 16, prompt_cap: int = 2048,
+                progress: bool = False, seed_offset: int = EVAL_OFFSET) -> pd.DataFrame:
+    """Every stage's seller (a model folder or an agent name) against every opponent (as buyer) on the same
+    evaluation scenarios (:func:`stage_seeds` in every tier), all sellers with the same sampling seed: one row per
+    episode, :func:`.metrics.outcomes_frame`'s columns plus ``stage``, ``opponent`` and ``cluster`` (the seed)."""
+    if not stages:
+        raise ValueError("play_stages: no stages")
+    lm = LMOptions(sampling=replace(sampling or SamplingConfig(max_new_tokens=128), seed=seed), max_batch=max_batch,
+                   prompt_cap=prompt_cap, tool_format="text")
+    game = BilateralGame(config, lm)
+    scenarios = scenario_set(stage_seeds(n_seeds, seed_offset), tiers)
+    frames = []
+    for stage, spec in stages.items():
+        seller = game.make_agent(_agent_name(spec), "seller", seed)
+        for opp in opponents:
+            records = game.play(seller, game.make_agent(opp, "buyer", seed), scenarios, seed, progress)
+            df = outcomes_frame(records)
+            frames.append(df.assign(stage=stage, opponent=opp, cluster=df["seed"].astype(str)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _terms(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per metric, (numerator, denominator) per episode row (valid rows only)."""
+    deal = df["deal"].astype(bool).to_numpy()
+    zone = df["has_zone"].astype(bool).to_numpy()
+    share = np.nan_to_num(df["surplus_share"].to_numpy(float))
+    viol = df["ir_violation"].fillna(False).astype(bool).to_numpy()
+    one = np.ones(len(df))
+    return {"deal_rate": (deal * 1.0, one), "surplus_share": (share * (deal & zone), (deal & zone) * 1.0),
+            "ir_violation_rate": ((viol & deal) * 1.0, deal * 1.0), "ir_violations": ((viol & deal) * 1.0, one)}
+
+
+def stage_table(episodes: pd.DataFrame, stages: Sequence[str] | None = None, n_resamples: int = 10_000,
+                seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+    """The tidy frame of :func:`play_stages`' episodes (columns :data:`STAGE_COLUMNS`), per price tier and ``all``.
+
+    ``kind="stage"`` rows: each stage's ``deal_rate``, ``surplus_share`` (mean over deals with a zone),
+    ``ir_violation_rate`` (a fraction of deals) and ``ir_violations`` (a count; no interval), with percentile
+    intervals over seed clusters. ``kind="difference"`` rows: ``stage`` minus ``baseline`` for every later stage
+    against every earlier one (in ``stages`` order), on the episodes valid in both (paired by opponent and
+    scenario), with paired seed-cluster intervals; all intervals from one :class:`negolib.stats.ClusterResampler`."""
+    order = list(stages) if stages is not None else list(dict.fromkeys(episodes["stage"]))
+    ok = episodes[episodes["valid"].astype(bool)]
+    res = ClusterResampler(np.sort(pd.unique(ok["cluster"].astype(str))), n_resamples, seed)
+    tiers = [t for t in TIERS if t in set(ok["tier"])] + ["all"]
+    key = ["opponent", "scenario_key"]
+    by_stage = {s: ok[ok["stage"] == s].set_index(key) for s in order}
+    one = np.ones(1)
+    rows: list[dict[str, Any]] = []
+    stats: list[RatioStat | None] = []
+
+    def sums(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        pos = res.positions(df["cluster"].astype(str).to_numpy())
+        g = res.n_clusters
+        return {m: (np.bincount(pos, n, g), np.bincount(pos, d, g)) for m, (n, d) in _terms(df).items()}
+
+    def part(df: pd.DataFrame, tier: str) -> pd.DataFrame:
+        return df if tier == "all" else df[df["tier"] == tier]
+
+    for tier in tiers:
+        for s in order:
+            df = part(by_stage[s], tier)
+            for m, (num, den) in sums(df).items():
+                stat = RatioStat(num[:, None], den[:, None], one, 1)
+                rows.append({"kind": "stage", "stage": s, "baseline": "", "tier": tier, "metric": m,
+                             "estimate": float(num.sum()) if m == "ir_violations" else stat.value(),
+                             "n_episodes": len(df), "n_clusters": int(df["cluster"].nunique())})
+                stats.append(None if m == "ir_violations" else stat)
+        for j, s in enumerate(order):
+            for b in order[:j]:
+                common = by_stage[s].index.intersection(by_stage[b].index)
+                a_df, b_df = part(by_stage[s].loc[common], tier), part(by_stage[b].loc[common], tier)
+                sa, sb = sums(a_df), sums(b_df)
+                for m in METRICS:
+                    stat = RatioStat(np.stack([sa[m][0], sb[m][0]], 1), np.stack([sa[m][1], sb[m][1]], 1),
+                                     np.ones(2), 1)
+                    est = float(sa[m][0].sum() - sb[m][0].sum()) if m == "ir_violations" else stat.value()
+                    rows.append({"kind": "difference", "stage": s, "baseline": b, "tier": tier, "metric": m,
+                                 "estimate": est, "n_episodes": len(a_df),
+                                 "n_clusters": int(a_df["cluster"].nunique())})
+                    stats.append(None if m == "ir_violations" else stat)
+    live = [s for s in stats if s is not None]
+    dists = resample_stats(res, live)
+    k = 0
+    for row, stat in zip(rows, stats):
+        if stat is None:
+            row.update(ci_low=math.nan, ci_high=math.nan, p_value=math.nan)
+            continue
+        iv = summarize(dists[:, k], alpha)
+        k += 1
+        p_value = iv.p_value if row["kind"] == "difference" else math.nan
+        row.update(ci_low=iv.ci_low, ci_high=iv.ci_high, p_value=p_value)
+    return pd.DataFrame(rows, columns=list(STAGE_COLUMNS))
+
+
+def evaluate_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] = ("conceder",), n_seeds: int = 8,
+                    tiers: Sequence[str] | None = None, seed: int = 0, sampling: SamplingConfig | None = None,
+                    config: BilateralConfig | None = None, n_resamples: int = 10_000, alpha: float = 0.05,
+                    max_batch: int = 16, prompt_cap: int = 2048, progress: bool = False,
+                    seed_offset: int = EVAL_OFFSET) -> pd.DataFrame:
+    """:func:`stage_table` of :func:`play_stages` (e.g. ``{"base": ..., "sft": ..., "grpo": ...}``)."""
+    episodes = play_stages(stages, opponents, n_seeds, tiers, seed, sampling, config, max_batch, prompt_cap, progress,
+                           seed_offset)
+    return stage_table(episodes, list(stages), n_resamples, seed, alpha)
+
+
+__all__ = ["BilateralGRPOConfig", "BilateralSFTConfig", "EVAL_OFFSET", "METRICS", "RewardConfig", "SFTExample",
+           "SFTResult", "STAGE_COLUMNS", "TrainingEpisode", "TrainingOutcome", "default_recipe", "encode_conversation",
+           "episode_factory", "evaluate_stages", "masked_loss", "play_stages", "read_matches", "render", "replay",
+           "reward_of", "role_payoff", "roundtrip_chat", "run_grpo", "run_sft", "scenario_items", "select_best",
+           "seller_chat", "sft_dataset", "stage_seeds", "stage_table", "training_task"]
