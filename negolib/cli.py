@@ -11,8 +11,9 @@ Commands:
 * ``book run``: execute the book's notebooks with papermill on a params profile;
 * ``book handout``: course copies of the notebooks with the exercise solutions stripped;
 * ``train``: a GRPO training run from a params profile;
-* ``tournament``: a round robin of a registered game's agents (resumable): cross-table, per-agent summary
-  and Bradley-Terry ratings with seed-cluster intervals, written as CSV files and figures.
+* ``tournament``: a round robin of a registered game's agents (resumable; without ``--agents``, the game's
+  default agents): cross-table, per-agent summary and Bradley-Terry ratings with seed-cluster intervals,
+  written as CSV files and figures.
 """
 
 from __future__ import annotations
@@ -180,7 +181,9 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     from negolib.tournament import agent_summary, cross_table, ratings, run_tournament
 
     game = get_game(args.game)
-    agents = _csv(args.agents)
+    agents = _csv(args.agents) if args.agents else list(game.default_agents())
+    if not args.agents:
+        print(f"{game.name}: no --agents given; playing the game's default agents: {', '.join(agents)}")
     res = run_tournament(game, agents, args.seeds, args.out, seed=args.agent_seed, progress=not args.no_progress,
                          retry_errors=args.retry_errors)
     n_episodes = len(res.frame)
@@ -260,8 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tournament", help="round robin of a game's agents in both roles (resumable)")
     p.add_argument("--game", required=True, help="a registered game (see `negolib games`)")
-    p.add_argument("--agents", required=True, help="comma-separated agent names of the game (e.g. its scripted "
-                   "strategies); every agent meets every agent, itself included, in both roles")
+    p.add_argument("--agents", default="", help="comma-separated agent names of the game (e.g. its scripted "
+                   "strategies); every agent meets every agent, itself included, in both roles (default: the "
+                   "game's default agents, e.g. a market's scripted sellers against its scripted buyer pool)")
     p.add_argument("--seeds", type=int, default=8, help="seeds (bootstrap clusters) per stratum of the game")
     p.add_argument("--agent-seed", type=int, default=0, help="the agents' seed")
     p.add_argument("--out", required=True, help="output folder: matches.jsonl (resumable), CSV tables, figures")

@@ -174,10 +174,10 @@ class TournamentResult:
         return len(self.agents) ** 2
 
 
-def run_tournament(game: Game, agents: Sequence[str], n_seeds: int, out_dir: str | Path, seed: int = 0,
+def run_tournament(game: Game, agents: Sequence[str] | None, n_seeds: int, out_dir: str | Path, seed: int = 0,
                    progress: bool = True, retry_errors: bool = False) -> TournamentResult:
-    """Play the round robin of ``agents`` (``K`` names: ``K**2`` matches, self-play included) on
-    ``game.tournament_scenarios(n_seeds)``, resuming ``<out_dir>/matches.jsonl``.
+    """Play the round robin of ``agents`` (``K`` names: ``K**2`` matches, self-play included; None:
+    ``game.default_agents()``) on ``game.tournament_scenarios(n_seeds)``, resuming ``<out_dir>/matches.jsonl``.
 
     Each match gets fresh agents (``game.make_agent(name, role, seed)``) and one ``game.play`` call, so its
     episodes depend only on the pair, the scenarios and ``seed``; its records are appended in one locked
@@ -185,7 +185,7 @@ def run_tournament(game: Game, agents: Sequence[str], n_seeds: int, out_dir: str
     written match is played again whole and its latest records win. Unknown agents raise before anything is
     played; a file of another game or other settings raises :class:`TournamentError`.
     """
-    names = [str(a) for a in agents]
+    names = [str(a) for a in (game.default_agents() if agents is None else agents)]
     if not names:
         raise ValueError("a tournament needs at least one agent")
     if len(set(names)) != len(names):

@@ -2,9 +2,10 @@
 
 Contract: a game is a :class:`Game` object registered by name in :mod:`negolib.games`. It owns its scenarios
 (a paired, seeded set; each scenario has a JSON-ready ``key``), its agents (scripted strategies by name, in both
-roles) and its rules: :meth:`Game.play` plays one seller against one buyer on every scenario and returns one
-JSON-ready record per scenario; :meth:`Game.payoffs` reads a record as numbers (each party's payoff in [0, 1],
-whether there was a deal). The shared layers read records only through these methods and import no game.
+roles; :meth:`Game.default_agents` those a tournament plays when none are named) and its rules: :meth:`Game.play`
+plays one seller against one buyer on every scenario and returns one JSON-ready record per scenario;
+:meth:`Game.payoffs` reads a record as numbers (each party's payoff in [0, 1], whether there was a deal). The
+shared layers read records only through these methods and import no game.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class Game(ABC):
     @abstractmethod
     def scripted_strategies(self) -> tuple[str, ...]:
         """The scripted strategy names :meth:`make_agent` accepts (each plays both roles)."""
+
+    def default_agents(self) -> tuple[str, ...]:
+        """The agents a tournament plays when none are named (``negolib tournament`` without ``--agents``):
+        by default the scripted strategies; a game whose scripted agents differ by role says how they meet."""
+        return self.scripted_strategies()
 
     @abstractmethod
     def make_agent(self, name: str, role: str, seed: int) -> Any:

@@ -4,8 +4,8 @@ Contract: :func:`extract` reads a turn on every surface (a :class:`StructuredTur
 objects, Anthropic ``tool_use`` blocks, :class:`ToolCall`; or text with JSON calls bare, fenced or in ``<tool_call>``
 tags) into an :class:`Extracted`: the cleaned prose, the call candidates as (name, arguments) pairs or
 :class:`Malformed` (why one is unreadable), a surface error, and the structured calls as JSON-ready transcript data.
-It never raises on odd input (hostile SDK objects may: callers catch). :func:`call_arguments` and
-:func:`positive_number` are the strict argument checks, driven by a game's tool schema; the game validates the rest.
+It never raises on odd input (hostile SDK objects may: callers catch). :func:`tool_name`, :func:`call_arguments`
+and :func:`positive_number` are the strict call checks, driven by a game's tool schemas; the game checks the rest.
 """
 
 from __future__ import annotations
@@ -328,6 +328,16 @@ def schema_keys(tool: Mapping[str, Any]) -> ArgumentKeys:
     return ArgumentKeys(frozenset(params["properties"]), frozenset(params.get("required", ())))
 
 
+def tool_name(name: Any, known: Sequence[str], listing: str | None = None) -> str:
+    """``name`` when it is one of the ``known`` tools; ``ValueError`` for a non-string or an unknown name (the
+    message ends with ``listing``, by default the known tools)."""
+    if not isinstance(name, str):
+        raise ValueError(f"tool name must be a string, got {short(name)}")
+    if name not in known:
+        raise ValueError(f"unknown tool {short(name)!r}; {listing or 'tools: ' + ', '.join(known)}")
+    return name
+
+
 def call_arguments(name: str, arguments: Any, keys: ArgumentKeys) -> dict[str, Any]:
     """The argument object of a call of tool ``name`` (a dict, a JSON string, or None/blank for none), checked
     against ``keys``: ``ValueError`` for malformed JSON, text after it, duplicate keys, a non-object, an argument
@@ -402,4 +412,4 @@ def from_anthropic_content(content: Sequence[Any]) -> StructuredTurn:
 __all__ = ["CALL_KEYS", "CLOSE_TAG", "DECODER", "OPEN_TAG", "ArgumentKeys", "DuplicateKeys", "Extracted", "Malformed",
            "StructuredTurn", "ToolCall", "call_arguments", "candidate_call", "extract", "format_call",
            "from_anthropic_content", "from_openai_message", "positive_number", "raw_calls", "reply_turn",
-           "schema_keys", "short", "structured_call"]
+           "schema_keys", "short", "structured_call", "tool_name"]

@@ -30,6 +30,7 @@ from negolib.games.toolcalls import (
     raw_calls,
     schema_keys,
     short,
+    tool_name,
 )
 
 ToolName = Literal["make_offer", "accept_offer", "walk_away"]
@@ -69,11 +70,7 @@ class ParsedTurn:
 
 def validate_call(name: Any, arguments: Any) -> Action:
     """The :class:`Action` of one call, or ``ValueError`` saying why it is not a valid call of the schema."""
-    if not isinstance(name, str):
-        raise ValueError(f"tool name must be a string, got {short(name)}")
-    if name not in TOOL_NAMES:
-        raise ValueError(f"unknown tool {short(name)!r}; tools: {', '.join(TOOL_NAMES)}")
-    args = call_arguments(name, arguments, _KEYS[name])
+    args = call_arguments(tool_name(name, TOOL_NAMES), arguments, _KEYS[name])
     if name == MAKE_OFFER:
         return Action(MAKE_OFFER, positive_number(name, "price", args["price"], MAX_PRICE))
     return Action(name)  # type: ignore[arg-type]

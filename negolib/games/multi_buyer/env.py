@@ -5,7 +5,8 @@ a binding offer) and the addressed buyer's answer (accept the offer, counter wit
 turn spends one unit of the budget, a bad parse included (nobody is addressed then). An accept of the offer made
 this turn sells an item at that price (an accept without one is an invalid accept, counted as a bad parse and
 read as a decline); a buyer who bought cannot be addressed again. The episode ends when every item is sold or
-the budget is spent. A buyer's view holds its own thread only: buyers never see each other's messages.
+the budget is spent. A buyer's view holds its own thread only: buyers never see each other's messages; the
+seller's view holds every thread and its own refused turns.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ class ThreadEntry(NamedTuple):
     action: str | None
 
 
+class Refused(NamedTuple):
+    """A seller turn that had no effect (a bad parse, or a buyer who had bought addressed): its seller turn number,
+    the turn's cleaned prose (its calls left out) and why it was refused."""
+
+    turn: int
+    message: str
+    error: str
+
+
 class SellerView(NamedTuple):
     """Everything the seller may see: its cost, the market's size, its budget and every buyer thread."""
 
@@ -61,6 +71,7 @@ class SellerView(NamedTuple):
     last_error: str | None  # why the seller's previous turn had no effect
 
     role: Role = "seller"
+    refused: tuple[Refused, ...] = ()  # every earlier seller turn that had no effect, in order
 
     @property
     def turns_left(self) -> int:
@@ -108,7 +119,31 @@ class Outcome:
     addressed: list[int | None]  # the buyer of every seller turn (None: a bad parse)
 
 
-class Episode:
+class MarketTurns:
+    """The turn order the markets' episodes share (the multi-product market's too): a seller turn, then, after a
+    valid one, the answer of the buyer it addressed (``pending.buyer``); the episode is done once it has an
+    outcome."""
+
+    scenario: Any
+    outcome: Any
+    pending: Any
+    seller_turns: int
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def to_move(self) -> Role:
+        return "seller" if self.pending is None else "buyer"
+
+    def where(self) -> str:
+        """``"market|seed turn T (who)"``, naming the turn to play in an error."""
+        who = "seller" if self.pending is None else buyer_id(self.pending.buyer)
+        return f"{self.scenario.key} turn {self.seller_turns + (self.pending is None)} ({who})"
+
+
+class Episode(MarketTurns):
     """One market: a seller with ``turn_budget`` turns facing ``n_buyers`` buyers for ``n_items`` items."""
 
     def __init__(self, scenario: MultiBuyerScenario, episode_id: str = "") -> None:
@@ -122,6 +157,7 @@ class Episode:
         self.bought = [False] * scenario.n_buyers
         self.deals: list[dict[str, Any]] = []
         self.addressed: list[int | None] = []  # the buyer of every seller turn so far (None: a bad parse)
+        self.refused: list[Refused] = []
         self.seller_turns = 0
         self.pending: SellerAction | None = None  # the seller's call the addressed buyer must answer
         self.outcome: Outcome | None = None
@@ -129,26 +165,14 @@ class Episode:
         self._counts = {"seller_bad": 0, "invalid_address": 0, "buyer_turns": 0, "buyer_bad": 0,
                         "invalid_accept": 0, "prose": 0}
 
-    @property
-    def done(self) -> bool:
-        return self.outcome is not None
-
-    @property
-    def to_move(self) -> Role:
-        return "seller" if self.pending is None else "buyer"
-
-    def where(self) -> str:
-        """``"market|seed turn T (who)"``, naming the turn to play in an error."""
-        who = "seller" if self.pending is None else buyer_id(self.pending.to)
-        return f"{self.scenario.key} turn {self.seller_turns + (self.pending is None)} ({who})"
-
     def view(self) -> SellerView | BuyerView:
         """The view of the party to move (the seller, or the buyer addressed this turn)."""
         s = self.scenario
         if self.pending is None:
             return SellerView(self.episode_id, s.market, s.seed, s.cost, s.config.scale, s.n_buyers, self.n_items,
                               self.n_items - len(self.deals), self.seller_turns + 1, self.turn_budget,
-                              tuple(self.threads), tuple(self.bought), self._last_error)
+                              tuple(self.threads), tuple(self.bought), self._last_error,
+                              refused=tuple(self.refused))
         k = self.pending.to
         return BuyerView(self.episode_id, s.market, s.seed, k, s.budgets[k], s.styles[k], s.config.scale,
                          self.threads[k], self.pending.offer, self.times_addressed[k])
@@ -186,6 +210,7 @@ class Episode:
             self._counts["seller_bad"] += 1
             self.addressed.append(None)
             self._last_error = error
+            self.refused.append(Refused(self.seller_turns, parsed.message, str(error)))
             return
         self._last_error = None
         self.addressed.append(action.to)
@@ -255,5 +280,5 @@ def _outcome_dict(out: Outcome) -> dict[str, Any]:
             "overshoots": out.overshoots, "addressed": out.addressed}
 
 
-__all__ = ["BuyerView", "Episode", "INVALID_ACCEPT_ERROR", "Outcome", "SellerView", "ThreadEntry",
-           "already_bought_error"]
+__all__ = ["BuyerView", "Episode", "INVALID_ACCEPT_ERROR", "MarketTurns", "Outcome", "Refused", "SellerView",
+           "ThreadEntry", "already_bought_error"]

@@ -1,29 +1,34 @@
-"""The multi-buyer market behind the plug-in interface (:class:`negolib.games.base.Game`).
+"""The multi-buyer market behind the plug-in interface (:class:`negolib.games.base.Game`), and the market shell.
 
-Contract: :class:`MultiBuyerGame` plays :mod:`.env` on the evaluation scenarios of every market of
-:data:`~.scenarios.EVAL_MARKETS` (keys ``"market|seed"``, clustered by seed). Agents by name: in the seller role a
-scripted seller (``greedy``, ``probe_all``, ``auctioneer``, ``fixed_price``); in the buyer role the buyer pool:
-``pool`` (each buyer in the style its scenario assigns), a style name (every buyer in that style), or a seller name
-(read as ``pool``, so a round robin of seller names plays every seller against the pool); ``SELLER+BUYER`` names a
-pair, one part per role. Payoffs: see :meth:`MultiBuyerGame.payoffs`.
+Contract: :class:`MarketGame` is what the two markets share (the multi-product market subclasses it): agents by
+name, in the seller role a scripted seller or a language-model seller (``hf:<path>``, ``openai:<model>``,
+``anthropic:<model>``, :mod:`.agents`); in the buyer role the buyer pool ``pool``, a buyer style or rule name, or a
+seller name (read as ``pool``, so a round robin of seller names plays every seller against the pool); ``SELLER+BUYER``
+names a pair, one part per role. Its tournament default is every scripted seller against the pool; scenarios are
+each market's reserved evaluation seeds (keys ``"market|seed"``, clustered by seed). :class:`MultiBuyerGame` plays
+:mod:`.env` on :data:`~.scenarios.EVAL_MARKETS`; payoffs: see :meth:`MultiBuyerGame.payoffs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from negolib.games.base import Game, Payoffs, UnknownAgent
+from negolib.games.multi_buyer.agents import LM_FORMS, SPEECH, LMOptions, SellerAgents, Speech
+from negolib.games.multi_buyer.agents import split_name as split_lm_name
 from negolib.games.multi_buyer.buyers import STYLES, ScriptedBuyers
 from negolib.games.multi_buyer.metrics import best_surplus
 from negolib.games.multi_buyer.play import play_episodes
-from negolib.games.multi_buyer.scenarios import EVAL_MARKETS, MultiBuyerScenario, evaluation_set, parse_key
-from negolib.games.multi_buyer.sellers import SELLERS, make_seller
+from negolib.games.multi_buyer.scenarios import SETS
+from negolib.games.multi_buyer.sellers import SELLERS
+from negolib.games.seeds import ScenarioSets
 
 POOL = "pool"
 
 
-def _clip(x: float) -> float:
+def clip(x: float) -> float:
+    """``x`` clipped to [0, 1]."""
     return min(1.0, max(0.0, x))
 
 
@@ -33,7 +38,83 @@ def split_name(name: str) -> tuple[str, str]:
     return (seller, buyer) if plus else (name, name)
 
 
-class MultiBuyerGame(Game):
+class MarketGame(Game):
+    """A market: one seller (scripted or a language model) against a scripted buyer pool (see the module
+    docstring). Subclasses set the class attributes and implement :meth:`buyer_names`, :meth:`make_buyer` and
+    :meth:`payoffs`."""
+
+    sellers: Mapping[str, Callable[..., Any]] = {}
+    """Scripted seller name -> factory ``(name, seed)``."""
+    speech: Speech
+    """How a language-model seller speaks the market's protocol."""
+    scenario_sets: ScenarioSets[Any]
+    """The market's scenarios (its evaluation markets are a game object's default)."""
+    play_episodes: Callable[..., list[dict[str, Any]]]
+    """``(seller, buyer, scenarios, progress, **extra)`` -> one record per scenario (a staticmethod)."""
+
+    def __init__(self, markets: Sequence[str] | None = None, lm: LMOptions | None = None) -> None:
+        self.markets = tuple(markets) if markets is not None else self.scenario_sets.strata
+        self.lm_agents = SellerAgents(self.speech, lm)  # local weights are loaded once per game object
+
+    def make_seller(self, strategy: str, seed: int) -> Any:
+        """The scripted seller ``strategy`` (one of :attr:`sellers`), named ``strategy@seller``."""
+        return self.sellers[strategy](f"{strategy}@seller", seed)
+
+    def buyer_names(self) -> tuple[str, ...]:
+        """The buyer-role names (``pool`` among them)."""
+        raise NotImplementedError
+
+    def make_buyer(self, name: str, seed: int) -> Any:
+        """The scripted buyers called ``name`` (one of :meth:`buyer_names`), answering for every buyer."""
+        raise NotImplementedError
+
+    def scripted_strategies(self) -> tuple[str, ...]:
+        return tuple(sorted(self.sellers))
+
+    def default_agents(self) -> tuple[str, ...]:
+        """Every scripted seller: in the buyer role each name reads as ``pool``, so the round robin plays every
+        scripted seller against the scripted buyer pool."""
+        return self.scripted_strategies()
+
+    def _known(self) -> list[str]:
+        return [*self.scripted_strategies(), *LM_FORMS, f"buyer role: {', '.join(self.buyer_names())}",
+                "SELLER+BUYER"]
+
+    def make_agent(self, name: str, role: str, seed: int) -> Any:
+        """The agent ``name`` for ``role`` (see the module docstring); language-model sellers take their keys from
+        the environment (see :class:`LMOptions`)."""
+        if role not in ("seller", "buyer"):
+            raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
+        seller_part, buyer_part = split_name(str(name))
+        if role == "seller":
+            if seller_part in self.sellers:
+                return self.make_seller(seller_part, seed)
+            if split_lm_name(seller_part) is not None:
+                return self.lm_agents.make(seller_part, "seller", seed)
+            raise UnknownAgent(self.name, name, self._known())
+        if buyer_part in self.sellers or split_lm_name(buyer_part) is not None:
+            buyer_part = POOL
+        if buyer_part in self.buyer_names():
+            return self.make_buyer(buyer_part, seed)
+        raise UnknownAgent(self.name, name, self._known())
+
+    def tournament_scenarios(self, n_seeds: int) -> list[Any]:
+        return self.scenario_sets.evaluation_set(n_seeds, self.markets)
+
+    def scenario_key(self, scenario: Any) -> str:
+        return scenario.key
+
+    def cluster(self, scenario_key: str) -> str:
+        return str(self.scenario_sets.parse_key(scenario_key)[1])
+
+    def play(self, seller: Any, buyer: Any, scenarios: Sequence[Any], seed: int,
+             progress: bool = False) -> list[dict[str, Any]]:
+        # the agents carry their seeds and the environment is deterministic given the scenario: ``seed`` is
+        # recorded, not used
+        return self.play_episodes(seller, buyer, scenarios, progress, play_seed=int(seed))
+
+
+class MultiBuyerGame(MarketGame):
     """One seller, N buyers with private budgets, one shared turn budget (after the source paper's market)."""
 
     name = "multi_buyer"
@@ -41,48 +122,17 @@ class MultiBuyerGame(Game):
     summary = ("one seller (private cost) addresses one of 3-6 buyers (private budgets) per turn via message_buyer("
                "to, offer), 12-16 turns shared; buyer pool styles held out; payoff = normalised seller surplus")
     payoff_label = "normalised surplus"
-
-    def __init__(self, markets: Sequence[str] = EVAL_MARKETS) -> None:
-        self.markets = tuple(markets)
-
-    def scripted_strategies(self) -> tuple[str, ...]:
-        return tuple(sorted(SELLERS))
+    sellers = SELLERS
+    speech = SPEECH
+    scenario_sets = SETS
+    play_episodes = staticmethod(play_episodes)
 
     def buyer_names(self) -> tuple[str, ...]:
-        """The buyer-role names: ``pool`` and every style."""
+        """The buyer-role names: ``pool`` (each buyer in the style its scenario assigns) and every style."""
         return (POOL, *STYLES)
 
-    def _known(self) -> list[str]:
-        return [*self.scripted_strategies(), f"buyer role: {', '.join(self.buyer_names())}", "SELLER+BUYER"]
-
-    def make_agent(self, name: str, role: str, seed: int) -> Any:
-        if role not in ("seller", "buyer"):
-            raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
-        seller_part, buyer_part = split_name(str(name))
-        if role == "seller":
-            if seller_part not in SELLERS:
-                raise UnknownAgent(self.name, name, self._known())
-            return make_seller(seller_part, seed)
-        if buyer_part in SELLERS or buyer_part == POOL:
-            return ScriptedBuyers(f"{POOL}@buyer", None, seed)
-        if buyer_part in STYLES:
-            return ScriptedBuyers(f"{buyer_part}@buyer", buyer_part, seed)
-        raise UnknownAgent(self.name, name, self._known())
-
-    def tournament_scenarios(self, n_seeds: int) -> list[MultiBuyerScenario]:
-        return evaluation_set(n_seeds, self.markets)
-
-    def scenario_key(self, scenario: MultiBuyerScenario) -> str:
-        return scenario.key
-
-    def cluster(self, scenario_key: str) -> str:
-        return str(parse_key(scenario_key)[1])
-
-    def play(self, seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenario], seed: int,
-             progress: bool = False) -> list[dict[str, Any]]:
-        # the agents carry their seeds and the environment is deterministic given the scenario: ``seed`` is
-        # recorded, not used
-        return play_episodes(seller, buyer, scenarios, progress, play_seed=int(seed))
+    def make_buyer(self, name: str, seed: int) -> ScriptedBuyers:
+        return ScriptedBuyers(f"{name}@buyer", None if name == POOL else name, seed)
 
     def payoffs(self, record: dict[str, Any]) -> Payoffs:
         """The seller's payoff is its surplus (sum of price - cost) over the best achievable (the top ``n_items``
@@ -100,4 +150,4 @@ class MultiBuyerGame(Game):
             return Payoffs(0.0, 0.0, True)
         seller = sum(float(d["price"]) - cost for d in out["deals"])
         buyers = sum(budgets[d["buyer"]] - float(d["price"]) for d in out["deals"])
-        return Payoffs(_clip(seller / best), _clip(buyers / best), True)
+        return Payoffs(clip(seller / best), clip(buyers / best), True)

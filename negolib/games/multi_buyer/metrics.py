@@ -10,7 +10,7 @@ prices above the buyer's budget), turns used. Frames hold identifiers and number
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,9 +122,17 @@ def market_metrics(records_or_frame: Iterable[Mapping[str, Any]] | pd.DataFrame,
     deal) and ``welfare_ratio`` over those with a positive best surplus; ``top_buyer_share`` over episodes with a
     deal; ``overshoot_rate`` per item sold; ``bad_parses_per_episode`` counts the seller's."""
     df = records_or_frame if isinstance(records_or_frame, pd.DataFrame) else outcomes_frame(records_or_frame)
+    return by_market(df, MARKETS, _summary, MARKET_COLUMNS, overall)
+
+
+def by_market(df: pd.DataFrame, known: Iterable[str], summary: Callable[[pd.DataFrame], dict[str, Any]],
+              columns: Sequence[str], overall: bool = False) -> pd.DataFrame:
+    """One row per market of ``df`` (``summary`` of its rows): the ``known`` markets in order, then unknown names
+    sorted; with ``overall`` a last row ``market="all"`` of every row (shared with the multi-product market)."""
+    known = list(known)
     present = set(df["market"])
-    order = [m for m in MARKETS if m in present] + sorted(present - set(MARKETS))
-    rows = [{"market": m, **_summary(df[df["market"] == m])} for m in order]
+    order = [m for m in known if m in present] + sorted(present - set(known))
+    rows = [{"market": m, **summary(df[df["market"] == m])} for m in order]
     if overall:
-        rows.append({"market": "all", **_summary(df)})
-    return pd.DataFrame(rows, columns=list(MARKET_COLUMNS))
+        rows.append({"market": "all", **summary(df)})
+    return pd.DataFrame(rows, columns=list(columns))

@@ -2,9 +2,10 @@
 
 Contract: :func:`play_episodes` plays one seller against one buyer agent (the whole buyer pool: it answers for
 every buyer of every market) on every scenario and returns one JSON-ready record per scenario, in order.
-:func:`play_waves` (shared with the multi-product market) gathers every live episode's pending view for an agent
-into one ``act_batch`` call per wave. A failure (the agent raising or answering badly for a view, the environment
-raising) ends only that episode, as a record with status ``error`` and ``error`` saying where.
+:func:`play_waves` and :func:`play_markets` (shared with the multi-product market) gather every live episode's
+pending view for an agent into one ``act_batch`` call per wave. A failure (the agent raising or answering badly for
+a view, the environment raising) ends only that episode, as a record with status ``error`` and ``error`` saying
+where.
 """
 
 from __future__ import annotations
@@ -82,12 +83,19 @@ def play_waves(episodes: Sequence[WaveEpisode], agents: dict[str, Any], turn_of:
     return errors
 
 
-def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenario], progress: bool = False,
-                  **extra: Any) -> list[dict[str, Any]]:
-    """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
+class MarketEpisode(WaveEpisode, Protocol):
+    """What :func:`play_markets` asks of an episode: the wave protocol, plus its JSON-ready record."""
+
+    def record(self, **extra: Any) -> dict[str, Any]: ...
+
+
+def play_markets(episodes: Sequence[MarketEpisode], seller: Any, buyer: Any, turn_of: Callable[[AgentReply], Any],
+                 progress: bool = False, **extra: Any) -> list[dict[str, Any]]:
+    """Play ``episodes`` (:func:`play_waves`) and return one record per episode, in order, naming the agents;
+    ``extra`` goes into every record and a failed episode's record has status ``error`` and ``error`` (shared with
+    the multi-product market)."""
     names = {"seller": getattr(seller, "name", "seller"), "buyer": getattr(buyer, "name", "buyer")}
-    episodes = [Episode(sc, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
-    errors = play_waves(episodes, {"seller": seller, "buyer": buyer}, reply_turn, progress, "markets")
+    errors = play_waves(episodes, {"seller": seller, "buyer": buyer}, turn_of, progress, "markets")
     records = []
     for i, ep in enumerate(episodes):
         rec = ep.record(seller=names["seller"], buyer=names["buyer"], **extra)
@@ -95,3 +103,10 @@ def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenari
             rec["status"], rec["error"] = "error", errors[i]
         records.append(rec)
     return records
+
+
+def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiBuyerScenario], progress: bool = False,
+                  **extra: Any) -> list[dict[str, Any]]:
+    """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
+    episodes = [Episode(sc, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
+    return play_markets(episodes, seller, buyer, reply_turn, progress, **extra)

@@ -23,6 +23,7 @@ from negolib.games.multi_buyer.tools import (
     DECLINE,
     MAX_PRICE,
     MESSAGE_BUYER,
+    SELLER_TOOL_NAMES,
     seller_tools,
 )
 from negolib.games.toolcalls import (
@@ -35,6 +36,7 @@ from negolib.games.toolcalls import (
     positive_number,
     schema_keys,
     short,
+    tool_name,
 )
 
 BuyerTool = Literal["accept_offer", "counter_offer", "decline"]
@@ -52,6 +54,11 @@ class SellerAction(NamedTuple):
 
     to: int
     offer: float | None = None
+
+    @property
+    def buyer(self) -> int:
+        """The addressed buyer (0-based), named as in the multi-product market's offers."""
+        return self.to
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name": "message_buyer", "arguments": {"to": "buyer_k", "offer": ...}}`` (no offer key without one)."""
@@ -87,10 +94,7 @@ class ParsedTurn(NamedTuple):
 
 def validate_seller_call(name: Any, arguments: Any, n_buyers: int) -> SellerAction:
     """The :class:`SellerAction` of one call in a market of ``n_buyers``, or ``ValueError`` saying why not."""
-    if not isinstance(name, str):
-        raise ValueError(f"tool name must be a string, got {short(name)}")
-    if name != MESSAGE_BUYER:
-        raise ValueError(f"unknown tool {short(name)!r}; the seller's tool is {MESSAGE_BUYER}")
+    tool_name(name, SELLER_TOOL_NAMES, f"the seller's tool is {MESSAGE_BUYER}")
     args = call_arguments(name, arguments, _SELLER_KEYS)
     to = args["to"]
     m = _BUYER_RE.fullmatch(to) if isinstance(to, str) else None
@@ -103,11 +107,7 @@ def validate_seller_call(name: Any, arguments: Any, n_buyers: int) -> SellerActi
 
 def validate_buyer_call(name: Any, arguments: Any) -> BuyerAction:
     """The :class:`BuyerAction` of one call, or ``ValueError`` saying why not."""
-    if not isinstance(name, str):
-        raise ValueError(f"tool name must be a string, got {short(name)}")
-    if name not in BUYER_TOOL_NAMES:
-        raise ValueError(f"unknown tool {short(name)!r}; tools: {', '.join(BUYER_TOOL_NAMES)}")
-    args = call_arguments(name, arguments, _BUYER_KEYS[name])
+    args = call_arguments(tool_name(name, BUYER_TOOL_NAMES), arguments, _BUYER_KEYS[name])
     if name == COUNTER_OFFER:
         return BuyerAction(COUNTER_OFFER, positive_number(name, "price", args["price"], MAX_PRICE))
     return BuyerAction(ACCEPT_OFFER if name == ACCEPT_OFFER else DECLINE)

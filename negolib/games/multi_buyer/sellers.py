@@ -8,13 +8,15 @@ highest bidder with a descending ask, ``auctioneer`` runs ascending bid rounds a
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.games.multi_buyer.buyers import SURFACES, money
+from negolib.games.bilateral.prompts import money
+from negolib.games.multi_buyer.buyers import SURFACES
 from negolib.games.multi_buyer.env import SellerView
 from negolib.games.multi_buyer.protocol import SellerAction, format_tool_call
 from negolib.games.multi_buyer.scenarios import buyer_id
@@ -71,7 +73,8 @@ def least_recent(view: SellerView, threads: Threads, among: Sequence[int] | None
 
 
 def ceil_cent(x: float) -> float:
-    return -(-round(x * 100, 6) // 1) / 100
+    """``x`` rounded up to the cent (shared with the multi-product market)."""
+    return math.ceil(round(x * 100, 6)) / 100
 
 
 class ScriptedSeller(Agent):

@@ -5,21 +5,39 @@ that buyer's ACCEPT/DECLINE. Every seller message spends one turn of the budget.
 would break a market constraint (a product already sold, a buyer who already bought, a price below the product's
 cost), is refused: nobody receives it and it is counted under its kind. An offer stands until its product sells
 or its buyer buys; an ACCEPT sells the product offered this turn at its price. The episode ends when the budget is
-spent or nothing is left to sell. A buyer's view holds its own thread and valuations only.
+spent or nothing is left to sell. A buyer's view holds its own thread and valuations only; the seller's holds
+every thread and its refused messages (cleaned text and why).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
+from negolib.games.multi_buyer.env import MarketTurns, Refused
 from negolib.games.multi_product.protocol import Offer, parse_answer, parse_message
 from negolib.games.multi_product.scenarios import MarketConfig, MultiProductScenario, buyer_id, product_id
+from negolib.protocol import clean_prose
 
 Role = Literal["seller", "buyer"]
 End = Literal["budget", "sold_out"]
 VIOLATIONS: tuple[str, str, str] = ("sold_product", "buyer_bought", "below_cost")
 """The constraint kinds a valid message can still break (the env refuses it)."""
+
+
+REFUSED_TEXT_CHARS = 2000
+"""A refused message is kept (cleaned) up to this length in the seller's view."""
+
+
+def violation(offer: Offer, sold_to: Sequence[int | None], bought: Sequence[int | None],
+              costs: Sequence[float]) -> str | None:
+    """The constraint of :data:`VIOLATIONS` that ``offer`` breaks (the first, in that order), or None."""
+    if sold_to[offer.product] is not None:
+        return "sold_product"
+    if bought[offer.buyer] is not None:
+        return "buyer_bought"
+    return "below_cost" if offer.price < costs[offer.product] else None
 
 
 def violation_error(kind: str, offer: Offer, cost: float) -> str:
@@ -59,6 +77,7 @@ class SellerView(NamedTuple):
     last_error: str | None
 
     role: Role = "seller"
+    refused: tuple[Refused, ...] = ()  # every earlier refused message (its cleaned text), in order
 
     @property
     def turns_left(self) -> int:
@@ -107,7 +126,7 @@ class Outcome:
     overshoots: int  # accepted prices above the buyer's valuation
 
 
-class Episode:
+class Episode(MarketTurns):
     """One multi-product market: a seller with ``turn_budget`` messages, K products and M buyers."""
 
     def __init__(self, scenario: MultiProductScenario, episode_id: str = "") -> None:
@@ -125,22 +144,10 @@ class Episode:
         self.pending: Offer | None = None
         self.outcome: Outcome | None = None
         self._last_error: str | None = None
+        self.refused: list[Refused] = []
         self._bad_parts: dict[str, int] = {}
         self._violations = dict.fromkeys(VIOLATIONS, 0)
         self._counts = {"valid": 0, "bad": 0, "buyer_turns": 0, "buyer_bad": 0}
-
-    @property
-    def done(self) -> bool:
-        return self.outcome is not None
-
-    @property
-    def to_move(self) -> Role:
-        return "seller" if self.pending is None else "buyer"
-
-    def where(self) -> str:
-        """``"market|seed turn T (who)"``, naming the turn to play in an error."""
-        who = "seller" if self.pending is None else buyer_id(self.pending.buyer)
-        return f"{self.scenario.key} turn {self.seller_turns + (self.pending is None)} ({who})"
 
     def view(self) -> SellerView | BuyerView:
         """The view of the party to move (the seller, or the buyer addressed this turn)."""
@@ -148,7 +155,7 @@ class Episode:
         if self.pending is None:
             return SellerView(self.episode_id, s.market, s.seed, s.config, s.list_prices, s.costs,
                               self.seller_turns + 1, self.turn_budget, tuple(self.threads), tuple(self.sold_to),
-                              tuple(self.bought), self._last_error)
+                              tuple(self.bought), self._last_error, refused=tuple(self.refused))
         b = self.pending.buyer
         return BuyerView(self.episode_id, s.market, s.seed, b, s.valuations[b], s.list_prices, self.threads[b],
                          self.pending, dict(self.standing[b]))
@@ -182,23 +189,25 @@ class Episode:
         if offer is None:
             self._counts["bad"] += 1
             self._bad_parts[parsed.part or "format"] = self._bad_parts.get(parsed.part or "format", 0) + 1
-            self._last_error = parsed.error
+            self._refuse(text, str(parsed.error))
             return
         rec["offer"] = offer.to_dict()
-        cost = s.costs[offer.product]
-        kind = ("sold_product" if self.sold_to[offer.product] is not None else
-                "buyer_bought" if self.bought[offer.buyer] is not None else
-                "below_cost" if offer.price < cost else None)
+        kind = violation(offer, self.sold_to, self.bought, s.costs)
         if kind is not None:
             self._violations[kind] += 1
             rec["violation"] = kind
-            self._last_error = violation_error(kind, offer, cost)
+            self._refuse(text, violation_error(kind, offer, s.costs[offer.product]))
             return
         self._counts["valid"] += 1
         self._last_error = None
         self.threads[offer.buyer] += (ThreadEntry(self.seller_turns, "seller", parsed.message, offer.product,
                                                   offer.price),)
         self.pending = offer
+
+    def _refuse(self, text: Any, error: str) -> None:
+        self._last_error = error
+        kept = clean_prose(text[:REFUSED_TEXT_CHARS]) if isinstance(text, str) else ""
+        self.refused.append(Refused(self.seller_turns, kept, error))
 
     def _buyer_step(self, text: Any, rec: dict[str, Any]) -> None:
         offer = self.pending

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from negolib.games.multi_buyer.metrics import by_market
 from negolib.games.multi_product.scenarios import MARKETS
 
 OUTCOME_COLUMNS = (
@@ -115,9 +116,4 @@ def market_metrics(records_or_frame: Iterable[Mapping[str, Any]] | pd.DataFrame,
     ``constraint_adherence`` pools the messages (valid ones over all); counts are totals; the ratios are means over
     valid episodes whose denominator is positive."""
     df = records_or_frame if isinstance(records_or_frame, pd.DataFrame) else outcomes_frame(records_or_frame)
-    present = set(df["market"])
-    order = [m for m in MARKETS if m in present] + sorted(present - set(MARKETS))
-    rows = [{"market": m, **_summary(df[df["market"] == m])} for m in order]
-    if overall:
-        rows.append({"market": "all", **_summary(df)})
-    return pd.DataFrame(rows, columns=list(MARKET_COLUMNS))
+    return by_market(df, MARKETS, _summary, MARKET_COLUMNS, overall)

@@ -2,7 +2,7 @@
 
 Contract: :func:`play_episodes` plays one seller against one buyer agent (answering for every buyer of every
 market) on every scenario and returns one JSON-ready record per scenario, in order, through the multi-buyer
-market's wave loop (:func:`negolib.games.multi_buyer.play.play_waves`): one ``act_batch`` call per wave and role,
+market's wave loop (:func:`negolib.games.multi_buyer.play.play_markets`): one ``act_batch`` call per wave and role,
 a reply's text is the turn, and a failure ends only its episode as a record with status ``error``.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from negolib.agents.base import AgentReply
-from negolib.games.multi_buyer.play import play_waves
+from negolib.games.multi_buyer.play import play_markets
 from negolib.games.multi_product.env import Episode
 from negolib.games.multi_product.scenarios import MultiProductScenario
 
@@ -25,13 +25,5 @@ def reply_text(reply: AgentReply) -> str:
 def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiProductScenario], progress: bool = False,
                   **extra: Any) -> list[dict[str, Any]]:
     """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
-    names = {"seller": getattr(seller, "name", "seller"), "buyer": getattr(buyer, "name", "buyer")}
     episodes = [Episode(sc, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
-    errors = play_waves(episodes, {"seller": seller, "buyer": buyer}, reply_text, progress, "markets")
-    records = []
-    for i, ep in enumerate(episodes):
-        rec = ep.record(seller=names["seller"], buyer=names["buyer"], **extra)
-        if i in errors:
-            rec["status"], rec["error"] = "error", errors[i]
-        records.append(rec)
-    return records
+    return play_markets(episodes, seller, buyer, reply_text, progress, **extra)

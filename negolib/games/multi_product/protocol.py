@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from negolib.games.toolcalls import short
 from negolib.protocol import clean_prose
 
 PARTS: tuple[str, str, str, str] = ("TO", "PRODUCT", "PRICE", "MESSAGE")
@@ -68,9 +69,9 @@ class ParsedAnswer(NamedTuple):
     error: str | None = None
 
 
-def _show(text: str, limit: int = 40) -> str:
-    text = clean_prose(text)
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+def _show(text: str) -> str:
+    """``text`` quoted, short and clean, for an error message."""
+    return repr(short(text, 40))
 
 
 def _bad(part: str, why: str, message: str = "") -> ParsedMessage:

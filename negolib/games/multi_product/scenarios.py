@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
+from negolib.games.multi_buyer.scenarios import buyer_id as buyer_id  # the same names in both markets
 from negolib.games.multi_product.oracle import Assignment, best_assignment
+from negolib.games.seeds import ScenarioSets, SeedBlocks, check_seed, named_config
 
 LIST_RANGE = (0.8, 1.6)
 """A product's public list price, uniform in this range times the market's scale."""
@@ -68,16 +69,12 @@ valuations, price ranges ten times below and above training)."""
 TRAIN_MARKETS: tuple[str, ...] = ("base",)
 EVAL_MARKETS: tuple[str, ...] = tuple(MARKETS)
 
-TRAIN_SEED_BLOCK = range(0, 4096)
-VALIDATION_SEED_BLOCK = range(4096, 5000)
-EVAL_SEED_START = 5_000_000
-MAX_EVAL_SEEDS = 1000
+SEEDS = SeedBlocks()
+"""Seed blocks as in the other games: training low, validation, evaluation reserved (shared by every market)."""
+TRAIN_SEED_BLOCK, VALIDATION_SEED_BLOCK = SEEDS.train, SEEDS.validation
+EVAL_SEED_START, MAX_EVAL_SEEDS = SEEDS.eval_start, SEEDS.max_eval
+eval_seeds, train_seeds, validation_seeds = SEEDS.eval_seeds, SEEDS.train_seeds, SEEDS.validation_seeds
 _GAME_CODE = zlib.crc32(b"multi_product")
-
-
-def buyer_id(index: int) -> str:
-    """``buyer_<index + 1>``."""
-    return f"buyer_{index + 1}"
 
 
 def product_id(index: int) -> str:
@@ -128,16 +125,8 @@ class MultiProductScenario:
 def make_scenario(market: str | MarketConfig, seed: int, name: str | None = None) -> MultiProductScenario:
     """The scenario of ``(market, seed)``: ``market`` a name of :data:`MARKETS` or a :class:`MarketConfig` (then
     called ``name``, default ``"custom"``); ``ValueError`` for an unknown market or a negative seed."""
-    if isinstance(market, MarketConfig):
-        cfg, label = market, name or "custom"
-    elif market in MARKETS:
-        cfg, label = MARKETS[market], market
-    else:
-        raise ValueError(f"unknown market {market!r}; known: {', '.join(MARKETS)}")
-    if "|" in label:
-        raise ValueError(f"a market name may not contain '|': {label!r}")
-    if type(seed) is not int or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    cfg, label = named_config(market, name, MARKETS, MarketConfig)
+    check_seed(seed)
     ss = np.random.SeedSequence([_GAME_CODE, seed])
     list_rng, cost_rng, buyer_rng, taste_rng = (np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(4))
     k, m = cfg.n_products, cfg.n_buyers
@@ -153,42 +142,7 @@ def make_scenario(market: str | MarketConfig, seed: int, name: str | None = None
     return MultiProductScenario(label, seed, cfg, cents(lists), cents(costs), tuple(cents(row) for row in vals))
 
 
-def parse_key(key: str) -> tuple[str, int]:
-    """``"market|seed"`` -> (market, seed)."""
-    market, _, seed = key.rpartition("|")
-    if not market or not seed.isdigit():
-        raise ValueError(f"not a multi_product scenario key: {key!r}")
-    return market, int(seed)
-
-
-def eval_seeds(n: int) -> list[int]:
-    """The reserved evaluation seeds (shared by every market): 5,000,000 + i."""
-    if not 0 < n <= MAX_EVAL_SEEDS:
-        raise ValueError(f"n must be in 1..{MAX_EVAL_SEEDS}, got {n}")
-    return [EVAL_SEED_START + i for i in range(n)]
-
-
-def train_seeds(n: int, offset: int = 0) -> list[int]:
-    """``n`` training seeds from the low block, starting at ``offset``."""
-    if n < 0 or offset < 0 or offset + n > len(TRAIN_SEED_BLOCK):
-        raise ValueError(f"training seeds must lie in {TRAIN_SEED_BLOCK}, got offset={offset} n={n}")
-    return list(TRAIN_SEED_BLOCK[offset:offset + n])
-
-
-def validation_seeds(n: int) -> list[int]:
-    """``n`` seeds of the validation block (disjoint from training and evaluation)."""
-    if not 0 < n <= len(VALIDATION_SEED_BLOCK):
-        raise ValueError(f"n must be in 1..{len(VALIDATION_SEED_BLOCK)}, got {n}")
-    return list(VALIDATION_SEED_BLOCK[:n])
-
-
-def scenario_set(seeds: Iterable[int], markets: Sequence[str] | None = None) -> list[MultiProductScenario]:
-    """Every (market, seed) scenario, market-major; default markets: :data:`EVAL_MARKETS`."""
-    names = list(markets) if markets is not None else list(EVAL_MARKETS)
-    seeds = list(seeds)
-    return [make_scenario(m, s) for m in names for s in seeds]
-
-
-def evaluation_set(n_seeds: int, markets: Sequence[str] | None = None) -> list[MultiProductScenario]:
-    """The evaluation set: ``n_seeds`` reserved seeds in every market (default: all of them)."""
-    return scenario_set(eval_seeds(n_seeds), markets)
+SETS = ScenarioSets("multi_product", make_scenario, EVAL_MARKETS, SEEDS)
+"""The market's scenario sets: ``parse_key("market|seed")``, ``scenario_set(seeds, markets)`` and
+``evaluation_set(n_seeds, markets)`` (market-major; default markets: :data:`EVAL_MARKETS`)."""
+parse_key, scenario_set, evaluation_set = SETS.parse_key, SETS.scenario_set, SETS.evaluation_set

@@ -19,13 +19,10 @@ from typing import Any
 import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
+from negolib.games.multi_buyer.sellers import ceil_cent
 from negolib.games.multi_product.env import SellerView
 from negolib.games.multi_product.protocol import Offer, format_message
 from negolib.games.multi_product.scenarios import MultiProductScenario, make_scenario, product_id
-
-
-def ceil_cent(x: float) -> float:
-    return math.ceil(round(x * 100, 6)) / 100
 
 
 def open_buyers(view: SellerView) -> list[int]:

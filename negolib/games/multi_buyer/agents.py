@@ -1,0 +1,288 @@
+"""Language-model and API sellers of the markets (this one and the multi-product market), after the bilateral agents.
+
+Contract: a :class:`Speech` says how a market's seller speaks (its chat, its tools or None for a text protocol, its
+turn accounting). :class:`HFSeller` is the bilateral local-model agent (batched seeded sampling, a prompt cap
+dropping the oldest own turns, tools through the chat template or as ``<tool_call>`` text) speaking a market;
+:class:`OpenAISeller` / :class:`AnthropicSeller` are the shared API agents with native tool calls (in
+``extra["tool_calls"]``) or plain text, a failed request that episode's error reply. :class:`SellerAgents` builds
+``hf:<path>``, ``openai:<model>`` and ``anthropic:<model>`` sellers; :data:`SPEECH` is ``message_buyer``'s speech.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple
+
+from negolib.agents.anthropic_agent import AnthropicAgent
+from negolib.agents.api_agent import ChatJob, Completion, InvalidResponse
+from negolib.agents.base import Agent, AgentReply
+from negolib.agents.openai_agent import OpenAIAgent
+from negolib.games.bilateral.agents import (
+    LM_FORMS,
+    HFBargainer,
+    LMAgents,
+    LMOptions,
+    ToolChat,
+    anthropic_call,
+    anthropic_messages,
+    openai_call,
+    openai_messages,
+    render_prompt,
+    split_name,
+)
+from negolib.games.multi_buyer.env import SellerView, already_bought_error
+from negolib.games.multi_buyer.prompts import chat_messages
+from negolib.games.multi_buyer.protocol import NO_CALL_ERROR, SellerAction, parse_seller_turn
+from negolib.games.multi_buyer.tools import anthropic_tools, seller_tools
+from negolib.games.toolcalls import reply_turn
+from negolib.sampling import SamplingConfig, derive_seed
+
+Chat = list[dict[str, Any]]
+
+
+@dataclass
+class TurnStats:
+    """A seller's turn accounting, counted as the episode counts turns: ``turns`` played, ``bad_parses`` among them
+    (turns without effect), ``failed`` replies (an error: not played), prompts over the cap. Subclasses count
+    the rest in :meth:`count`."""
+
+    turns: int = 0
+    bad_parses: int = 0
+    failed: int = 0
+    prompts_capped: int = 0
+
+    def add(self, view: Any, reply: AgentReply) -> str | None:
+        """Count ``reply`` to ``view``; returns why it had no effect (None: a valid turn, or a failed reply)."""
+        if reply.error is not None:
+            self.failed += 1
+            return None
+        self.turns += 1
+        error = self.count(view, reply)
+        self.bad_parses += error is not None
+        return error
+
+    def count(self, view: Any, reply: AgentReply) -> str | None:
+        """Count a played reply's kind; why it had no effect (None: it had)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Speech:
+    """How a market's seller speaks: ``chat(view, tool_format, drop)`` its conversation, ``tools(view)`` the
+    OpenAI-style schemas of the view's market (None: a text protocol, text on every backend), ``stats()`` a fresh
+    :class:`TurnStats`; ``game`` and ``protocol`` name them in the agents' settings."""
+
+    game: str
+    protocol: str
+    chat: Callable[[Any, Any, int], Chat]
+    stats: Callable[[], TurnStats]
+    tools: Callable[[Any], list[dict[str, Any]]] | None = None
+
+
+@dataclass
+class SellerTurnStats(TurnStats):
+    """How a ``message_buyer`` seller's turns parsed (a call to a buyer who has bought is a bad parse)."""
+
+    calls: int = 0
+    no_calls: int = 0
+    double_calls: int = 0
+    invalid_addresses: int = 0
+
+    def count(self, view: SellerView, reply: AgentReply) -> str | None:
+        parsed = parse_seller_turn(reply_turn(reply), view.n_buyers)
+        error, action = parsed.error, parsed.action
+        self.double_calls += parsed.n_calls > 1
+        self.no_calls += error == NO_CALL_ERROR
+        if isinstance(action, SellerAction) and view.bought[action.to]:
+            self.invalid_addresses += 1
+            error = already_bought_error(action.to)
+        self.calls += error is None
+        return error
+
+
+SPEECH = Speech("multi_buyer", "message_buyer tool calls", chat_messages, SellerTurnStats,
+                lambda view: seller_tools(view.n_buyers))
+"""The multi-buyer seller: ``message_buyer(to, offer?)``, natively or as ``<tool_call>`` text."""
+
+
+# -- local models -----------------------------------------------------------------------------------------------
+class _Own(NamedTuple):
+    role: str
+
+
+class _OwnTurns(NamedTuple):
+    """A market view as :meth:`HFBargainer.prompt_ids` reads one (its id, turn, role and one entry per own past
+    turn), so the bilateral prompt cap (the oldest own turns dropped first, with its warnings) serves the markets."""
+
+    view: Any
+    episode_id: str
+    turn: int
+    role: str
+    history: tuple[_Own, ...]
+
+    @classmethod
+    def of(cls, view: Any) -> _OwnTurns:
+        return cls(view, view.episode_id, view.turn, "seller", (_Own("seller"),) * (view.turn - 1))
+
+
+class HFSeller(HFBargainer):
+    """A local transformers model as a market seller (see the module docstring). ``tool_format`` as for
+    :class:`HFBargainer` (``"auto"``, ``"native"``, ``"text"``); a text protocol is always ``"text"``."""
+
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None, *, speech: Speech,
+                 tool_format: Literal["auto", "native", "text"] = "auto", **kw: Any) -> None:
+        super().__init__(model, tokenizer, sampling, tool_format=tool_format if speech.tools else "text", **kw)
+        self.speech = speech
+        self.tool_stats = speech.stats()  # type: ignore[assignment]
+
+    def messages(self, view: Any, drop: int = 0) -> Chat:  # type: ignore[override]
+        """The chat of ``view`` in this agent's tool format."""
+        return self.speech.chat(view.view if isinstance(view, _OwnTurns) else view, self.tool_format, drop)
+
+    def render(self, view: Any, drop: int = 0) -> str:  # type: ignore[override]
+        """The prompt text of ``view`` (without the ``drop`` oldest own turns), with its market's tools."""
+        inner = view.view if isinstance(view, _OwnTurns) else view
+        tools = self.speech.tools(inner) if self.speech.tools is not None and self.tool_format == "native" else None
+        return render_prompt(self.tokenizer, self.messages(inner, drop), self.tool_format, self.sampling.thinking,
+                             tools)
+
+    def prompt_ids(self, view: Any) -> tuple[list[int], int]:  # type: ignore[override]
+        return super().prompt_ids(_OwnTurns.of(view))  # type: ignore[arg-type]
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "game": self.speech.game, "protocol": self.speech.protocol}
+
+
+# -- API agents -------------------------------------------------------------------------------------------------
+class MarketChat(ToolChat):
+    """One request's chat plus its market's tools (None: a text protocol); the provider's calls land in ``calls``."""
+
+    def __init__(self, messages: Chat, tools: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(messages)
+        self.tools = tools
+
+
+class _Speaking:
+    """The market side of an API agent: renders seller views in the game's speech and hands the calls over."""
+
+    speech: Speech
+    tool_stats: TurnStats
+
+    def __init__(self, *args: Any, speech: Speech, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.speech = speech
+        self.tool_stats = speech.stats()
+
+    def act_batch(self, views: Sequence[Any]) -> list[AgentReply]:
+        """One concurrent wave (the shared machinery: retries, rejected parameters, redaction); with tools, each
+        successful reply carries ``extra["tool_calls"]`` (possibly empty)."""
+        agent: Any = self
+        chats: list[MarketChat | None] = []
+        batch: list[ChatJob | BaseException] = []
+        for v in views:
+            try:
+                tools = self.speech.tools(v) if self.speech.tools is not None else None
+                chat = MarketChat(self.speech.chat(v, "native" if tools else "text", 0), tools)
+            except Exception as exc:  # noqa: BLE001 - one bad view must not sink the wave
+                chats.append(None)
+                batch.append(exc)
+                continue
+            chats.append(chat)
+            seed = derive_seed(int(agent.sampling.seed or 0), [v.episode_id], [v.turn]) % 2**31
+            batch.append(ChatJob(chat, {"seed": seed}))
+        replies: list[AgentReply] = agent.complete_batch(batch)
+        for view, chat, rep in zip(views, chats, replies):
+            if rep.error is None and chat is not None and chat.tools:
+                rep.extra["tool_calls"] = list(chat.calls)
+            rep.extra["parse_error"] = self.tool_stats.add(view, rep)
+        return replies
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "game": self.speech.game, "protocol": self.speech.protocol,  # type: ignore[misc]
+                "tools": "native" if self.speech.tools is not None else "none"}
+
+
+def _tools_of(messages: Any) -> list[dict[str, Any]] | None:
+    return messages.tools if isinstance(messages, MarketChat) else None
+
+
+class OpenAISeller(_Speaking, OpenAIAgent):
+    """A market seller behind any OpenAI-compatible chat-completions endpoint (function tools, or plain text)."""
+
+    async def request(self, client: Any, messages: Any, params: dict[str, Any]) -> Completion:
+        tools = _tools_of(messages)
+        if not tools:
+            return await super().request(client, list(messages), params)
+        extra = {k: params[k] for k in self.extra_body_params if k in params}
+        kw = {k: v for k, v in params.items() if k not in self.extra_body_params}
+        resp = await client.chat.completions.create(model=self.model, messages=openai_messages(messages),
+                                                    tools=tools, extra_body=extra or None, **kw)
+        choice = (getattr(resp, "choices", None) or [None])[0]
+        msg = getattr(choice, "message", None)
+        if msg is None:
+            raise InvalidResponse("response has no choice with a message")
+        usage = getattr(resp, "usage", None)
+        messages.calls = [openai_call(c) for c in (getattr(msg, "tool_calls", None) or ())]
+        return Completion(msg.content or "", int(getattr(usage, "prompt_tokens", 0) or 0),
+                          int(getattr(usage, "completion_tokens", 0) or 0), getattr(choice, "finish_reason", None))
+
+
+class AnthropicSeller(_Speaking, AnthropicAgent):
+    """A market seller behind the Anthropic Messages API (``tool_use`` blocks, or plain text)."""
+
+    async def request(self, client: Any, messages: Any, params: dict[str, Any]) -> Completion:
+        tools = _tools_of(messages)
+        if not tools:
+            return await super().request(client, list(messages), params)
+        system, turns = anthropic_messages(messages)
+        kw: dict[str, Any] = {"max_tokens": params["max_tokens"], "tools": anthropic_tools(tools)}
+        if system:
+            kw["system"] = system
+        extra = {k: v for k, v in params.items() if k != "max_tokens"}  # recent SDKs dropped these
+        resp = await client.messages.create(model=self.model, messages=turns, extra_body=extra or None, **kw)
+        blocks = getattr(resp, "content", None)
+        if blocks is None:
+            raise InvalidResponse("response has no content")
+        kinds = [(b.get("type") if isinstance(b, dict) else getattr(b, "type", None), b) for b in blocks]
+        text = "\n".join((b.get("text") if isinstance(b, dict) else getattr(b, "text", "")) or ""
+                         for k, b in kinds if k == "text")
+        messages.calls = [anthropic_call(b) for k, b in kinds if k == "tool_use"]
+        usage = getattr(resp, "usage", None)
+        return Completion(text, int(getattr(usage, "input_tokens", 0) or 0),
+                          int(getattr(usage, "output_tokens", 0) or 0), getattr(resp, "stop_reason", None))
+
+
+# -- sellers by name --------------------------------------------------------------------------------------------
+class SellerAgents(LMAgents):
+    """Builds ``hf:<path>``, ``openai:<model>`` and ``anthropic:<model>`` sellers of a market (named
+    ``<name>@seller``) with the options of :class:`LMOptions`; local weights are loaded once per path."""
+
+    def __init__(self, speech: Speech, options: LMOptions | None = None) -> None:
+        super().__init__(options or LMOptions())
+        self.speech = speech
+
+    def make(self, name: str, role: str, seed: int) -> Agent:
+        """The seller ``name``; ``ValueError`` for a name of another form, another role or a missing model folder."""
+        parsed = split_name(name)
+        if parsed is None:
+            raise ValueError(f"{name!r} is not a language-model agent; forms: {', '.join(LM_FORMS)}")
+        if role != "seller":
+            raise ValueError(f"{self.speech.game}: language-model agents play the seller, not the {role!r}")
+        backend, arg = parsed
+        o = self.options
+        sampling = replace(o.sampling, seed=int(seed))
+        label = f"{name}@{role}"
+        if backend == "hf":
+            model, tok = self._local(arg)
+            return HFSeller(model, tok, sampling, speech=self.speech, name=label, max_batch=o.max_batch,
+                            prompt_cap=o.prompt_cap, model_name=arg, tool_format=o.tool_format)
+        api = dict(speech=self.speech, sampling=sampling, max_concurrency=o.max_concurrency, retry=o.retry,
+                   seed=seed, arm=name, role=role)
+        if backend == "openai":
+            return OpenAISeller(label, arg, api_key_env=o.openai_key_env, base_url=o.openai_base_url, **api)
+        return AnthropicSeller(label, arg, api_key_env=o.anthropic_key_env, base_url=o.anthropic_base_url, **api)
+
+
+__all__ = ["LM_FORMS", "SPEECH", "AnthropicSeller", "HFSeller", "LMOptions", "MarketChat", "OpenAISeller",
+           "SellerAgents", "SellerTurnStats", "Speech", "TurnStats", "split_name"]
