@@ -101,6 +101,33 @@ class BookPaths:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def protocol(self) -> Path:
+        """The frozen evaluation protocol: notebook 04 writes it, 08 and the runner's checks read it (its
+        deviation log lies beside it, :meth:`negolib.evaluation.DeviationLog.for_protocol`)."""
+        return self.evaluation / "protocol.yaml"
+
+    @property
+    def pilot_log(self) -> Path:
+        """The pilot gate's log, one line per arm x buyer cell (notebook 04 writes it, 08 reads it)."""
+        return self.evaluation / "pilot_log.jsonl"
+
+    @property
+    def pilot_transcripts(self) -> Path:
+        """The pilot gate's episodes, kept apart from the evaluation's transcripts (notebook 04)."""
+        return self.evaluation / "pilot.jsonl"
+
+    @property
+    def ladder(self) -> Path:
+        """The learning ladder's runs (notebook 03): one folder per rung or sabotaged twin."""
+        return self.root / "ladder"
+
+    @staticmethod
+    def train_transcripts(run_dir: str | Path) -> Path:
+        """The training transcripts a run writes into its output folder ``run_dir`` (one record per
+        rollout episode; :func:`negolib.diagnostics.training_step_spread` reads them)."""
+        return Path(run_dir) / "transcripts" / "train.jsonl"
+
     def make(self) -> BookPaths:
         for p in (self.root, self.notebooks, self.tables, self.figures, self.transcripts.parent,
                   self.training, self.evaluation, self.logs):
@@ -140,6 +167,10 @@ class Book:
     def training_dir(self, run: str, seed: int | None = None) -> Path:
         """Output folder of one training run (and seed)."""
         return training_run_dir(self.params, run, seed)
+
+    def train_transcripts(self, run: str, seed: int | None = None) -> Path:
+        """The training transcripts of one training run (and seed)."""
+        return self.paths.train_transcripts(self.training_dir(run, seed))
 
     def training_log(self, run: str, seed: int | None = None, which: str = "train") -> Any:
         """The per-step ``train`` or ``validation`` log of a run as a DataFrame (empty if none yet)."""
@@ -186,7 +217,7 @@ class Book:
         the variant arm names (``<arm><suffix>``); arms that cannot play yet are skipped."""
         import dataclasses
 
-        protocol_file = self.paths.evaluation / "protocol.yaml"
+        protocol_file = self.paths.protocol
         protocol = load_protocol(protocol_file)
         deviations = DeviationLog.for_protocol(protocol_file)
         ready, _ = self.ready_arms(arms)
@@ -224,7 +255,7 @@ class Book:
         path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
         if not path.exists():
             return []
-        protocol_file = self.paths.evaluation / "protocol.yaml"
+        protocol_file = self.paths.protocol
         if not protocol_file.is_file():
             return TranscriptStore(path).records(include_errors)
         recs = TranscriptStore(path).records(include_errors, mixed_protocols=True)

@@ -29,7 +29,6 @@
 # %%
 import importlib.util
 import time
-from pathlib import Path
 
 import pandas as pd
 from IPython.display import display
@@ -86,12 +85,12 @@ print(f"profile {P.profile!r}: {len(runs)} training run(s):", ", ".join(f"{r} (s
 if importlib.util.find_spec("torch") and importlib.util.find_spec("trl"):
     from negolib.training.ladder import SABOTAGES, evaluate_rung, train_rung
 
-    t0, ladder_dir = time.perf_counter(), B.paths.root / "ladder"
-    trained = train_rung(ladder_dir / "rung", seed=P.seed)
+    t0 = time.perf_counter()
+    trained = train_rung(B.paths.ladder / "rung", seed=P.seed)
     ladder = {"rung": evaluate_rung(trained)}
     for sab in SABOTAGES:  # eval_initial shares the rung's training; only its evaluated arm differs
         ladder[sab] = evaluate_rung(trained if sab == "eval_initial" else
-                                    train_rung(ladder_dir / sab, seed=P.seed, sabotage=sab), sab)
+                                    train_rung(B.paths.ladder / sab, seed=P.seed, sabotage=sab), sab)
     print(f"learning ladder: the rung and {len(SABOTAGES)} twins in {time.perf_counter() - t0:.0f} s (seed {P.seed})")
 else:
     ladder = {}
@@ -133,7 +132,7 @@ if ladder:
 # %%
 if ladder:
     rung_log = pd.DataFrame(trained.log)
-    rung_episodes = TranscriptStore(Path(trained.checkpoint).parents[1] / "transcripts" / "train.jsonl").iter_raw()
+    rung_episodes = TranscriptStore(B.paths.train_transcripts(B.paths.ladder / "rung")).iter_raw()
     B.save_figure(training_curves(rung_log, f"learning ladder rung (seed {P.seed}): training log",
                                   spread=training_step_spread(rung_episodes), rolling=rolling_step_means(rung_log)),
                   "learning_ladder_rung_curves")
@@ -205,7 +204,7 @@ for (r, s), (summ, wlog, demos) in warm.items():
 rolling_window = 3
 for run, seed in runs:
     log = B.training_log(run, seed)
-    episodes = TranscriptStore(B.training_dir(run, seed) / "transcripts" / "train.jsonl").iter_raw()
+    episodes = TranscriptStore(B.train_transcripts(run, seed)).iter_raw()
     fig = training_curves(log, f"{run} (seed {seed}): training log",
                           paper_kl=paper.get("training", "kl_end_of_continuation", "E2B"),
                           spread=training_step_spread(episodes), rolling=rolling_step_means(log, window=rolling_window))

@@ -63,7 +63,7 @@ print(f"profile {P.profile!r}: {len(P.eval_arms())} arms x {len(P.evaluation.buy
 
 # %%
 protocol = protocol_from_params(P)
-protocol_file = B.paths.evaluation / "protocol.yaml"
+protocol_file = B.paths.protocol
 phash = freeze(protocol, protocol_file)
 deviations = DeviationLog.for_protocol(protocol_file)
 print(f"protocol {short_hash(phash)} frozen at {protocol_file}")
@@ -114,8 +114,7 @@ print({name: agent.backend for name, agent in agents.items()})
 # %%
 with summarize_warnings():  # e.g. prompts truncated to the arm's prompt cap
     pilot = pilot_gate(protocol, agents, P.evaluation.pilot_episodes, arms=ready,
-                       store=TranscriptStore(B.paths.evaluation / "pilot.jsonl"),
-                       log=B.paths.evaluation / "pilot_log.jsonl", progress=True)
+                       store=TranscriptStore(B.paths.pilot_transcripts), log=B.paths.pilot_log, progress=True)
 if not pilot.passed:
     pilot.log_failures(deviations, "ran regardless (the pilot gate is logged, not enforced)", phash)
 paper_cell = {"10x LR x Sonnet 5 cell": "3 bad parses in 54 turns: failed, ran regardless"}

@@ -73,7 +73,7 @@ display(B.save_table(cost_table(cost_by_arm(costs, P, api, unpriced) if len(cost
 # are refused unless a logged deviation names their arm.
 
 # %%
-protocol_file = B.paths.evaluation / "protocol.yaml"
+protocol_file = B.paths.protocol
 if protocol_file.exists():
     phash = protocol_hash(load_protocol(protocol_file))
     deviations = DeviationLog.for_protocol(protocol_file)
@@ -90,9 +90,8 @@ if protocol_file.exists():
     dev = deviations.deviations_frame()
     display(B.save_table(simple_table("deviation_log", "Deviation log (App. K)", dev)) if len(dev)
             else "deviation log: no departures logged")
-pilot_file = B.paths.evaluation / "pilot_log.jsonl"
-if pilot_file.exists():
-    display(B.save_table(simple_table("pilot_log", "Pilot-gate log", PilotLog(pilot_file).frame())))
+if B.paths.pilot_log.exists():
+    display(B.save_table(simple_table("pilot_log", "Pilot-gate log", PilotLog(B.paths.pilot_log).frame())))
 
 # %% [markdown]
 # ## Monte Carlo error of the interval endpoints
