@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from negolib.agents.factory import ModelCache
+from negolib.analysis.arms import compute_results
 from negolib.book_progress import CellHeartbeat
 from negolib.cost import Price
 from negolib.evaluation import DeviationLog, check_protocol_hashes, evaluate_arms, load_protocol, protocol_hash
 from negolib.files import atomic_write_text
 from negolib.paper import load_paper_reported
 from negolib.params import NOTEBOOKS, Params, load_params
-from negolib.tables import compute_results
 from negolib.training.runlog import RunLog
 from negolib.training.runs import build_agents, trained_ready, training_run_dir
 from negolib.transcripts import TranscriptStore, episodes_frame
@@ -149,7 +149,7 @@ class Book:
         return load_paper_reported(self.params.paper_reported_path)
 
     def save_table(self, table: Any) -> Any:
-        """Write a :class:`negolib.tables.BookTable` (CSV, markdown, HTML) and return it for display."""
+        """Write a :class:`negolib.report.booktable.BookTable` (CSV, markdown, HTML) and return it for display."""
         self.saved.extend(table.save(self.paths.tables))
         return table
 
@@ -199,7 +199,7 @@ class Book:
         return summary, frames[0], frames[1]
 
     def results(self) -> Any:
-        """:class:`negolib.tables.Results` of the evaluation transcripts (estimates and contrasts)."""
+        """:class:`negolib.analysis.arms.Results` of the evaluation transcripts (estimates and contrasts)."""
         return compute_results(self.episodes(), self.params)
 
     def ready_arms(self, arms: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:

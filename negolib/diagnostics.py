@@ -51,7 +51,6 @@ import pandas as pd
 
 from negolib.domains import Domain, Issue, get_domain
 from negolib.env import opening_score
-from negolib.formatting import fmt_ci
 from negolib.metrics import Metric, deal_only, get_metric, metric_value
 from negolib.scenarios import Scenario, make_scenario
 from negolib.stats import ClusterResampler, contrast_table, pair_episodes, paired_contrast
@@ -602,59 +601,59 @@ def style_table(records: Sequence[Record], domains: Mapping[str, Domain] | None 
 def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterResampler | None = None,
                  deal_rate_margin: float = 0.05, parse_margin: float = 0.01, cap_turns: int = 24,
                  alpha: float = 0.05) -> pd.DataFrame:
-    """The four prespecified guards of ``arm`` against ``base_arm`` on their paired episodes.
+    """The four prespecified guards of ``arm`` against ``base_arm`` on their paired episodes, in numbers.
 
     * deal rate holds while U~ rises: passes unless the deal rate falls by more than
-      ``deal_rate_margin`` (the change in deal-only U~ is reported beside it);
+      ``deal_rate_margin`` (``limit`` = -margin on the change; the change in deal-only U~ is
+      ``d_deal_utility``);
     * flat parse-failure rate: the seller's bad-parse rate rises by at most ``parse_margin``;
     * accepts only offers **(ours)**: the seller's invalid-accept rate (ACCEPTs with no buyer
       COUNTER to accept, see :mod:`negolib.env`) rises by at most ``parse_margin``: a trained seller
       that learned to try closing on its own terms fails it;
-    * mean turns below the cap: the arm's mean turns is below ``cap_turns`` (the share of
-      episodes at the cap is reported);
+    * mean turns below the cap: the arm's mean turns is below ``cap_turns`` (``limit``; the share of
+      episodes at the cap is ``share_at_cap``);
     * transcripts read by hand: ``passed`` is None (manual; see :func:`sample_transcripts`).
 
-    With ``resampler`` each delta gets its paired seed-cluster interval.
+    With ``resampler`` each change gets its paired seed-cluster interval (``ci_estimate``, ``ci_low``,
+    ``ci_high``; NaN without). The report layer words the guards (:mod:`negolib.report.appendix_d_e`).
     """
     pr = pair_episodes(df, arm, base_arm)
     a, b = pr.a, pr.b
+    nan = float("nan")
 
     def val(rows: pd.DataFrame, metric: str) -> float:
         return metric_value(rows, get_metric(metric))
 
-    def ci(metric: str) -> str | None:
+    def ci(metric: str) -> dict[str, float]:
         if resampler is None:
-            return None
+            return {"ci_estimate": nan, "ci_low": nan, "ci_high": nan}
         c = paired_contrast(df, arm, base_arm, metric, resampler, alpha=alpha)
-        return fmt_ci(c.estimate, c.ci_low, c.ci_high, signed=True, missing=None)
+        return {"ci_estimate": c.estimate, "ci_low": c.ci_low, "ci_high": c.ci_high}
 
     d_deal = val(a, "deal_rate") - val(b, "deal_rate")
     d_u = val(a, "deal_utility") - val(b, "deal_utility")
     d_parse = val(a, "seller_bad_parse_rate") - val(b, "seller_bad_parse_rate")
     d_accept = val(a, "invalid_accept_rate") - val(b, "invalid_accept_rate")
     turns_a = val(a, "mean_turns")
-    at_cap = float((a["turns"] >= cap_turns).mean()) if len(a) else float("nan")
+    at_cap = float((a["turns"] >= cap_turns).mean()) if len(a) else nan
     rows = [
         {"guard": "deal rate holds while U~ rises", "metric": "deal_rate", "base": val(b, "deal_rate"),
-         "arm_value": val(a, "deal_rate"), "delta": d_deal, "ci": ci("deal_rate"),
-         "threshold": f"delta >= -{deal_rate_margin:g}", "passed": bool(d_deal >= -deal_rate_margin),
-         "note": f"delta deal-only U~ {d_u:+.3f}"},
+         "arm_value": val(a, "deal_rate"), "delta": d_deal, **ci("deal_rate"), "limit": -deal_rate_margin,
+         "passed": bool(d_deal >= -deal_rate_margin), "d_deal_utility": d_u, "share_at_cap": nan},
         {"guard": "flat parse-failure rate", "metric": "seller_bad_parse_rate",
          "base": val(b, "seller_bad_parse_rate"), "arm_value": val(a, "seller_bad_parse_rate"),
-         "delta": d_parse, "ci": ci("seller_bad_parse_rate"), "threshold": f"delta <= {parse_margin:g}",
-         "passed": bool(d_parse <= parse_margin), "note": "over the seller's own turns"},
+         "delta": d_parse, **ci("seller_bad_parse_rate"), "limit": parse_margin,
+         "passed": bool(d_parse <= parse_margin), "d_deal_utility": nan, "share_at_cap": nan},
         {"guard": "accepts only offers (ours)", "metric": "invalid_accept_rate",
          "base": val(b, "invalid_accept_rate"), "arm_value": val(a, "invalid_accept_rate"),
-         "delta": d_accept, "ci": ci("invalid_accept_rate"), "threshold": f"delta <= {parse_margin:g}",
-         "passed": bool(d_accept <= parse_margin),
-         "note": "ACCEPTs with no buyer COUNTER to accept, over the seller's own turns"},
+         "delta": d_accept, **ci("invalid_accept_rate"), "limit": parse_margin,
+         "passed": bool(d_accept <= parse_margin), "d_deal_utility": nan, "share_at_cap": nan},
         {"guard": "mean turns below the cap", "metric": "mean_turns", "base": val(b, "mean_turns"),
-         "arm_value": turns_a, "delta": turns_a - val(b, "mean_turns"), "ci": ci("mean_turns"),
-         "threshold": f"arm < {cap_turns}", "passed": bool(turns_a < cap_turns),
-         "note": f"{at_cap:.1%} of episodes at the cap"},
-        {"guard": "transcripts read by hand", "metric": None, "base": np.nan, "arm_value": np.nan,
-         "delta": np.nan, "ci": None, "threshold": "manual", "passed": None,
-         "note": "read sample_transcripts(...) in the book"},
+         "arm_value": turns_a, "delta": turns_a - val(b, "mean_turns"), **ci("mean_turns"), "limit": cap_turns,
+         "passed": bool(turns_a < cap_turns), "d_deal_utility": nan, "share_at_cap": at_cap},
+        {"guard": "transcripts read by hand", "metric": None, "base": nan, "arm_value": nan, "delta": nan,
+         "ci_estimate": nan, "ci_low": nan, "ci_high": nan, "limit": nan, "passed": None, "d_deal_utility": nan,
+         "share_at_cap": nan},
     ]
     out = pd.DataFrame(rows)
     out.insert(0, "arm", arm)

@@ -43,8 +43,8 @@ from IPython.display import Markdown, display
 from negolib.book import open_book
 from negolib.domains import load_domains
 from negolib.env import EnvConfig, reward
-from negolib.plots import figure1
-from negolib.tables import domain_table, domains_overview, simple_table
+from negolib.report.booktable import simple_table
+from negolib.report.environment import domain_table, domains_overview, figure1
 from negolib.widgets import BuyerSession, EpisodeExplorer
 
 # %% tags=["parameters"]

@@ -27,7 +27,8 @@ from IPython.display import display
 
 from negolib.book import open_book
 from negolib.params import train_config
-from negolib.tables import arm_matrix, recipe_table, sampling_table, scenario_set_table, simple_table, table8
+from negolib.report.booktable import simple_table
+from negolib.report.setup import arm_matrix, recipe_table, sampling_table, scenario_set_table, table8
 from negolib.training.runs import describe_models
 
 # %% tags=["parameters"]

@@ -34,11 +34,11 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import ModelCache
+from negolib.analysis.training import training_summary
 from negolib.book import open_book
 from negolib.diagnostics import rolling_step_means, training_step_spread
-from negolib.formatting import fmt_ci
-from negolib.plots import ladder_curves, training_curves
-from negolib.tables import simple_table, training_summary, training_table
+from negolib.report.booktable import simple_table
+from negolib.report.training import ladder_curves, ladder_table, training_curves, training_table
 from negolib.training.runs import train_run
 from negolib.transcripts import TranscriptStore
 
@@ -98,24 +98,9 @@ else:
 
 # %%
 if ladder:
-    rows = []
-    for name, r in ladder.items():
-        t, must = r.training, name == "rung"
-        rows.append({"run": name, "must learn": "yes" if must else "no",
-                     "training gain [99% CI]": fmt_ci(t.train_gain.estimate, t.train_gain.ci_low,
-                                                      t.train_gain.ci_high, signed=True),
-                     "evaluation gain [99% CI]": fmt_ci(r.eval_gain.estimate, r.eval_gain.ci_low,
-                                                        r.eval_gain.ci_high, signed=True),
-                     "S initial -> evaluated": f"{pd.Series(r.eval_initial).mean():.3f} -> "
-                                               f"{pd.Series(r.eval_trained).mean():.3f}",
-                     "max weight change": f"{t.weight_change:.2g}",
-                     "learned": "yes" if r.learned else "no",
-                     "as required": "yes" if r.learned == must else "NO"})
     spec = trained.spec
-    display(B.save_table(simple_table(
-        "learning_ladder", "Learning ladder: the CI rung and its sabotaged twins (ours)",
-        pd.DataFrame(rows).set_index("run"),
-        caption=f"{spec.steps} steps of {spec.scenarios} scenarios x {spec.rollouts} rollouts; gains: late "
+    display(B.save_table(ladder_table(
+        ladder, f"{spec.steps} steps of {spec.scenarios} scenarios x {spec.rollouts} rollouts; gains: late "
                 f"{spec.window} steps minus early {spec.window} (training reward) and reloaded checkpoint minus "
                 f"initial weights on {spec.eval_scenarios} paired scenarios (score S); optimum S "
                 f"{ladder['rung'].eval_optimum:.3f}.")))

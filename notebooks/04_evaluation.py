@@ -43,7 +43,8 @@ from negolib.evaluation import (
     protocol_from_params,
     short_hash,
 )
-from negolib.tables import simple_table
+from negolib.report.booktable import simple_table
+from negolib.report.evaluation import pilot_gate_table
 from negolib.training.runs import build_agents
 from negolib.transcripts import TranscriptStore
 
@@ -117,9 +118,7 @@ with summarize_warnings():  # e.g. prompts truncated to the arm's prompt cap
                        store=TranscriptStore(B.paths.pilot_transcripts), log=B.paths.pilot_log, progress=True)
 if not pilot.passed:
     pilot.log_failures(deviations, "ran regardless (the pilot gate is logged, not enforced)", phash)
-paper_cell = {"10x LR x Sonnet 5 cell": "3 bad parses in 54 turns: failed, ran regardless"}
-cells = pilot.to_frame().set_index(["arm", "buyer"])
-display(B.save_table(simple_table("pilot_gate", "Pilot gate: per arm x buyer cell", cells, paper_values=paper_cell)))
+display(B.save_table(pilot_gate_table(pilot.to_frame().set_index(["arm", "buyer"]), B.paper)))
 
 # %% [markdown]
 # ## Run the evaluation (resumable)

@@ -29,10 +29,18 @@
 import pandas as pd
 from IPython.display import display
 
+from negolib.analysis.contrasts import trained_pairs
+from negolib.analysis.decomposition import decomposition
 from negolib.book import open_book
 from negolib.diagnostics import openings_table
-from negolib.plots import figure2
-from negolib.tables import decomposition, frontier_table, openings_book_table, simple_table, table1, table2
+from negolib.report.results import (
+    figure2,
+    frontier_table,
+    openings_book_table,
+    primary_family_table,
+    table1,
+    table2,
+)
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -61,15 +69,8 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 # episodes to tell", not "no gain".
 
 # %%
-prim = R.contrasts[R.contrasts["primary"]] if not R.contrasts.empty else pd.DataFrame()
-cols = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "mark", "se", "mde", "n_clusters",
-        "n_episodes"]
-family = prim[cols].round(4).set_index(["arm_a", "arm_b"]) if len(prim) else pd.DataFrame()
-st = paper.get("statistics")
-paper_p = {"p at 2.3B / at 4.5B-31B": f"{st['primary_p_e2b']} / <= {st['primary_p_max_significant']:g}"}
-title = "Primary family: trained − reference arm (Holm)"
-display(B.save_table(simple_table("primary_family", title, family, paper_values=paper_p)))
-for r in prim.itertuples():
+display(B.save_table(primary_family_table(R.contrasts, paper)))
+for r in R.primary().itertuples():
     verdict = "excludes zero after Holm" if r.significant else "does not exclude zero"
     print(f"{r.arm_a} − {r.arm_b}: {r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] over {r.n_clusters} seed "
           f"clusters: the interval {verdict}; minimum detectable effect (80% power) {r.mde:.3f}")
@@ -107,8 +108,7 @@ B.save_figure(fig, "figure2")
 records = B.records()
 openings = openings_table(records) if records else pd.DataFrame()
 opens = openings.set_index("arm")["opens_with_terms"].to_dict() if len(openings) else {}
-pairs = [(getattr(g, r), g.base) for g in P.design.sizes for r in ("shared", "lr3", "lr10") if getattr(g, r)]
-decomp = decomposition(R.an, pairs)
+decomp = decomposition(R.an, trained_pairs(P))
 display(B.save_table(table2(decomp, opens, P, paper)))
 
 # %% [markdown]

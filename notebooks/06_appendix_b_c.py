@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -23,10 +25,9 @@
 # %%
 from IPython.display import display
 
+from negolib.analysis.contrasts import held_out_contrasts
 from negolib.book import open_book
-from negolib.domains import load_domains
-from negolib.plots import figure3
-from negolib.tables import Analysis, design_contrasts, heldout_table, table3, table4
+from negolib.report.appendix_b_c import figure3, heldout_table, table3, table4
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -72,6 +73,5 @@ B.save_figure(fig, "figure3")
 # Table 4 shows on that domain, so read its intervals accordingly.
 
 # %%
-held = [d for d, dom in load_domains().items() if dom.held_out]
-held_contrasts = design_contrasts(Analysis.from_params(R.an.df, P), P, domains=held) if not R.empty else R.contrasts
+held_contrasts = held_out_contrasts(R.an.df, P) if not R.empty else R.contrasts
 display(B.save_table(heldout_table(held_contrasts, P, paper)))

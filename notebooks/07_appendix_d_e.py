@@ -29,18 +29,13 @@
 import pandas as pd
 from IPython.display import display
 
+from negolib.analysis.guards import guards_frame
+from negolib.analysis.training import training_summary
 from negolib.book import open_book
 from negolib.diagnostics import sample_transcripts, style_table
 from negolib.domains import load_domains
-from negolib.tables import (
-    guards_frame,
-    simple_table,
-    style_diag_table,
-    table5,
-    table6_from_style,
-    training_summary,
-    training_table,
-)
+from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style
+from negolib.report.training import training_table
 from negolib.training.runs import describe_models
 
 # %% tags=["parameters"]
@@ -81,9 +76,7 @@ display(B.save_table(training_table(training_summary(logs, vals, n_params), pape
 # its own terms after a buyer turn that failed to parse.
 
 # %%
-guards = guards_frame(R.an, trained)
-display(B.save_table(simple_table("guards", "Prespecified guards of every trained arm",
-                                  guards.set_index(["arm", "guard"]) if len(guards) else guards)))
+display(B.save_table(guards_table(guards_frame(R.an, trained))))
 
 # %% [markdown]
 # ## Table 5: the guards side by side at each size

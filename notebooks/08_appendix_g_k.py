@@ -27,11 +27,15 @@
 import pandas as pd
 from IPython.display import display
 
+from negolib.analysis.contrasts import trained_pairs
+from negolib.analysis.cost import cost_by_arm
+from negolib.analysis.decomposition import decomposition
 from negolib.book import open_book
 from negolib.cost import cost_frame
 from negolib.diagnostics import openings_table
 from negolib.evaluation import DeviationLog, PilotLog, check_protocol_hashes, load_protocol, protocol_hash
-from negolib.tables import cost_by_arm, cost_table, decomposition, simple_table, table2, table7
+from negolib.report.appendix_g_k import cost_table, mc_error_table, table7, table9
+from negolib.report.booktable import simple_table
 from negolib.training.runs import describe_models
 
 # %% tags=["parameters"]
@@ -65,7 +69,7 @@ display(B.save_table(table7(R.est, serving, P, paper)))
 prices, unpriced = B.prices()
 api = B.api_models()
 costs = cost_frame(records, prices, api) if records else pd.DataFrame()
-display(B.save_table(cost_table(cost_by_arm(costs, P, api, unpriced) if len(costs) else costs, paper)))
+display(B.save_table(cost_table(cost_by_arm(costs, P, api, unpriced), paper)))
 
 # %% [markdown]
 # ## The frozen protocol and its hash on every transcript (App. K)
@@ -100,17 +104,11 @@ if B.paths.pilot_log.exists():
 # about ±0.001 at 10^4 resamples, ±0.0001 after re-running two contrasts at 10^5.
 
 # %%
-mc_cols = ["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "se_low", "se_high", "n_resamples",
-           "refined"]
-mc = R.contrasts[mc_cols].round(5).set_index(["arm_a", "arm_b", "metric"]) if len(R.contrasts) else R.contrasts
-st = paper.get("statistics")
-display(B.save_table(simple_table("mc_error", "Monte Carlo error of interval endpoints", mc, paper_values={
-    "endpoint error at 1e4 / 1e5": f"±{st['mc_endpoint_error']} / ±{st['refined_endpoint_error']}"})))
+display(B.save_table(mc_error_table(R.contrasts, paper)))
 
 # %% [markdown]
 # ## Table 9: Table 2 with every paired interval
 
 # %%
-pairs = [(getattr(g, r), g.base) for g in P.design.sizes for r in ("shared", "lr3", "lr10") if getattr(g, r)]
 opens = openings_table(records).set_index("arm")["opens_with_terms"].to_dict() if records else {}
-display(B.save_table(table2(decomposition(R.an, pairs), opens, P, paper, with_ci=True)))
+display(B.save_table(table9(decomposition(R.an, trained_pairs(P)), opens, P, paper)))

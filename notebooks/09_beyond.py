@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -32,14 +34,20 @@
 import pandas as pd
 from IPython.display import display
 
+from negolib.analysis.beyond import (
+    fixed_opening_contrasts,
+    scripted_baseline_contrasts,
+    seeds_scaffold_arms,
+    turn_order_contrasts,
+)
+from negolib.analysis.resamplers import Analysis
 from negolib.book import open_book
 from negolib.diagnostics import openings_table
 from negolib.efficiency import efficiency_frame, per_arm_efficiency
-from negolib.plots import pareto_figure
-from negolib.tables import (
-    Analysis,
+from negolib.report.beyond import (
     efficiency_table,
     fixed_openings_table,
+    pareto_figure,
     scripted_baselines_table,
     seeds_scaffold_table,
     turn_order_table,
@@ -62,7 +70,7 @@ print(f"{len(records)} transcripts over {len(R.arms)} arms")
 # arm's paired difference in S against that scripted seller on the scenarios both played.
 
 # %%
-display(B.save_table(scripted_baselines_table(R)))
+display(B.save_table(scripted_baselines_table(R, scripted_baseline_contrasts(R))))
 
 # %% [markdown]
 # ## Pareto and Nash efficiency of the deals
@@ -90,7 +98,7 @@ if records:
 # %%
 variants = B.evaluate_variant(P.beyond.buyer_opens) if P.beyond.buyer_opens and not R.empty else []
 both = pd.concat([R.an.df, B.episodes(beyond=True)], ignore_index=True) if variants else R.an.df
-display(B.save_table(turn_order_table(Analysis.from_params(both, P), variants)))
+display(B.save_table(turn_order_table(turn_order_contrasts(Analysis.from_params(both, P), variants), variants)))
 
 # %% [markdown]
 # ## Fixed openings: does the opening cause the gain?
@@ -100,7 +108,7 @@ display(B.save_table(turn_order_table(Analysis.from_params(both, P), variants)))
 # %%
 fixed = [a for a in P.beyond.fixed_openings if a in R.arms and P.arms[a].inner in R.arms]
 opens = openings_table(records).set_index("arm")["opens_with_terms"].to_dict() if records else {}
-display(B.save_table(fixed_openings_table(R.an, P, fixed, opens)))
+display(B.save_table(fixed_openings_table(fixed_opening_contrasts(R.an, P, fixed), P, fixed, opens)))
 
 # %% [markdown]
 # ## Training seeds and training on the evaluation scaffold
@@ -109,4 +117,4 @@ display(B.save_table(fixed_openings_table(R.an, P, fixed, opens)))
 # `evaluation` scaffold, are listed here (empty when the profile has none).
 
 # %%
-display(B.save_table(seeds_scaffold_table(R)))
+display(B.save_table(seeds_scaffold_table(seeds_scaffold_arms(P, R.arms), R.est)))

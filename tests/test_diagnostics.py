@@ -353,7 +353,9 @@ def test_guards_pass_and_fail_on_known_tables():
     assert list(b["passed"].iloc[:4]) == [False, False, False, False]
     assert b.loc["flat parse-failure rate", "delta"] == pytest.approx(0.05)
     assert b.loc["accepts only offers (ours)", "delta"] == pytest.approx(0.05)
-    assert b["ci"].iloc[:4].notna().all() and pd.isna(b["ci"].iloc[4])
+    assert b["ci_low"].iloc[:4].notna().all() and pd.isna(b["ci_low"].iloc[4])
+    assert (b["ci_low"].iloc[:4] <= b["ci_high"].iloc[:4]).all() and g["ci_low"].isna().all()  # none without
+    assert g.loc["mean turns below the cap", "limit"] == 24 and b.loc["mean turns below the cap", "share_at_cap"] == 1
 
 
 def test_sample_transcripts_is_seeded_and_readable():

@@ -1,7 +1,28 @@
-"""The report layer: tables for display and figures, built from the compute layer's numeric frames.
+"""The report layer: tables for display and figures, built from the analysis layer's tidy numeric frames.
 
-Contract: a report module reads the tidy frames an analysis module returns (one report module per analysis,
-e.g. :mod:`negolib.report.tournament` for :mod:`negolib.tournament`) and returns display tables (strings) or
-matplotlib figures; it computes no statistic and imports only its analysis module and plotting libraries.
-Figures are :class:`matplotlib.figure.Figure` objects built without pyplot (no global figure state).
+Contract: a report module reads the frames an analysis module returns (:mod:`negolib.analysis`,
+:mod:`negolib.diagnostics`, :mod:`negolib.efficiency`, :mod:`negolib.tournament`, ...) and returns display
+tables (strings: :class:`negolib.report.booktable.BookTable`) or matplotlib figures, with the paper's
+reported values (:mod:`negolib.paper`) beside ours in columns and panels labelled ``paper``; it computes no
+statistic. Nothing below this layer imports it.
+
+One module per notebook section:
+
+* :mod:`~negolib.report.environment` (01): the domains' schemas, Figure 1;
+* :mod:`~negolib.report.setup` (02): arm matrix, scenario set, sampling, recipe, Table 8;
+* :mod:`~negolib.report.training` (03, and App. D in 07): the learning ladder, training curves, the per-run
+  training summary;
+* :mod:`~negolib.report.evaluation` (04): the pilot gate;
+* :mod:`~negolib.report.results` (05): the primary family, Table 1, Figure 2, Table 2, openings, frontier;
+* :mod:`~negolib.report.appendix_b_c` (06): Tables 3 and 4, Figure 3, the held-out panel;
+* :mod:`~negolib.report.appendix_d_e` (07): guards, Tables 5 and 6, style diagnostics;
+* :mod:`~negolib.report.appendix_g_k` (08): Table 7, cost, Monte Carlo error, Table 9;
+* :mod:`~negolib.report.beyond` (09): scripted baselines, efficiency and the Pareto figure, turn order, fixed
+  openings, training seeds and scaffold;
+* :mod:`~negolib.report.tournament`: the round-robin tournament of any game (:mod:`negolib.tournament`).
+
+Shared: :mod:`~negolib.report.booktable` (the table object, ``simple_table``, the paper's cells),
+:mod:`~negolib.report.cells` (intervals, marks, labels) and :mod:`~negolib.report.figures` (pyplot and
+styles). The tournament's figures are built without pyplot; the sections' figures use pyplot so that a
+notebook shows them inline.
 """

@@ -1,0 +1,26 @@
+"""The analysis layer: tidy numeric frames computed from a run's episodes, logs and profile.
+
+Contract: an analysis function returns a :class:`pandas.DataFrame` whose columns hold numbers, booleans
+and identifiers only (arm, metric, run, guard, model names): no formatted strings (no ``"+0.023 [...]"``,
+no ``"12.5%"``, no significance marks) and never a number of the paper's. The report layer
+(:mod:`negolib.report`, one module per notebook section) formats these frames for display and puts the
+paper's reported values beside them. Analysis imports nothing of the report layer.
+
+One module per concept:
+
+* :mod:`negolib.analysis.resamplers`: :class:`~negolib.analysis.resamplers.Analysis`, an episode table with
+  one seeded set of seed-cluster resamples per scenario set (shared by every estimate on those seeds);
+* :mod:`negolib.analysis.arms`: arm-level estimates with intervals, point estimates, and the
+  :class:`~negolib.analysis.arms.Results` the results notebooks read;
+* :mod:`negolib.analysis.contrasts`: paired contrasts grouped by shared seeds, the profile's design pairs
+  and the Holm-corrected primary family (``primary``, ``p_holm``, ``significant``);
+* :mod:`negolib.analysis.decomposition`: deal-only paired changes split into distributive and integrative
+  parts (Tables 2 and 9);
+* :mod:`negolib.analysis.guards`: the prespecified guards of each trained arm (App. E);
+* :mod:`negolib.analysis.cost`: tokens and USD per episode by arm (App. G);
+* :mod:`negolib.analysis.training`: per-run training summaries with FLOPs (App. D, I) and per-size compute
+  (Table 8);
+* :mod:`negolib.analysis.design`: the evaluation scenario set's counts;
+* :mod:`negolib.analysis.beyond`: the contrasts of notebook 9 (scripted baselines, turn order, fixed
+  openings) and the runs with several seeds or the evaluation scaffold.
+"""

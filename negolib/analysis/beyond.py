@@ -1,0 +1,64 @@
+"""Notebook 9's analyses (what the paper's Limitations section says is missing, App. A): scripted sellers
+against the language-model arms, the buyer opening, fixed openings, and the runs with several training
+seeds or trained on the evaluation scaffold. Every contrast is paired on the scenarios both arms played.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from negolib.analysis.arms import Results
+from negolib.analysis.contrasts import run_pairs
+from negolib.analysis.resamplers import Analysis
+from negolib.params import Params
+
+
+def scripted_baseline_contrasts(res: Results) -> pd.DataFrame:
+    """S of every language-model arm minus S of every scripted seller (rows ``arm_a``: the LM arm,
+    ``arm_b``: the scripted seller), paired on the scenarios both played."""
+    p = res.params
+    lm = [a for a in res.arms if p.is_lm(a)]
+    scripted = [a for a in res.arms if not p.is_lm(a)]
+    return run_pairs(res.an, [(m, s) for m in lm for s in scripted])
+
+
+def variant_base(variant: str, suffix: str = ".buyer_opens") -> str:
+    """The seller a beyond-paper variant arm ``<seller><suffix>`` varies."""
+    return variant[: -len(suffix)]
+
+
+def turn_order_contrasts(an: Analysis, variants: Sequence[str], suffix: str = ".buyer_opens") -> pd.DataFrame:
+    """S with the buyer opening (``arm_a``: the variant ``<seller><suffix>``) minus S with the seller opening
+    (``arm_b``: the seller), paired by scenario and buyer."""
+    return run_pairs(an, [(v, variant_base(v, suffix)) for v in variants])
+
+
+def fixed_opening_pairs(params: Params, arms: Sequence[str]) -> list[tuple[str, str]]:
+    """(fixed-opening arm, the inner seller it holds to a fixed first turn) for each of ``arms``."""
+    return [(a, params.arms[a].inner or "") for a in arms]
+
+
+def fixed_opening_contrasts(an: Analysis, params: Params, arms: Sequence[str]) -> pd.DataFrame:
+    """S of each fixed-opening arm minus S of its inner seller opening freely (paired)."""
+    return run_pairs(an, fixed_opening_pairs(params, arms))
+
+
+def seeds_scaffold_arms(params: Params, arms: Sequence[str]) -> pd.DataFrame:
+    """The trained arms among ``arms`` whose run has several training seeds or trains on the evaluation
+    scaffold: ``arm``, ``run``, ``train_seed`` (the arm's, else the run's first) and ``scaffold``."""
+    rows = []
+    for a in arms:
+        spec = params.arms[a]
+        if spec.backend != "trained" or spec.run not in params.training.runs:
+            continue
+        run = params.training.runs[spec.run]
+        if len(run.seeds) > 1 or run.scaffold == "evaluation":
+            rows.append({"arm": a, "run": spec.run, "train_seed": spec.train_seed if spec.train_seed is not None
+                         else run.seeds[0], "scaffold": run.scaffold})
+    return pd.DataFrame(rows, columns=["arm", "run", "train_seed", "scaffold"])
+
+
+__all__ = ["fixed_opening_contrasts", "fixed_opening_pairs", "scripted_baseline_contrasts", "seeds_scaffold_arms",
+           "turn_order_contrasts", "variant_base"]

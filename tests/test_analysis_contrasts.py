@@ -1,0 +1,72 @@
+"""Paired contrasts of an analysis: numeric frames, the Holm family once over every seed group, and the
+same numbers (and, with the report's display columns, the same table) as negolib.stats.contrast_table."""
+
+from __future__ import annotations
+
+import pandas as pd
+from paper_frames import assert_tidy, paper_setup
+
+from negolib.analysis.contrasts import (
+    design_contrasts,
+    design_pairs,
+    held_out_contrasts,
+    run_pairs,
+    trained_pairs,
+)
+from negolib.analysis.resamplers import Analysis
+from negolib.report.cells import contrast_data
+from negolib.stats import contrast_table
+
+
+def test_design_contrasts_mark_the_primary_family():
+    p, _, an, _ = paper_setup()
+    con = design_contrasts(an, p)
+    assert con["primary"].sum() == 4 and set(con.loc[con["primary"], "metric"]) == {"score"}
+    assert con.loc[con["primary"], "p_holm"].notna().all() and con.loc[~con["primary"], "p_holm"].isna().all()
+    assert set(map(tuple, con[["arm_a", "arm_b"]].to_numpy())) == set(design_pairs(p))
+
+
+def test_contrast_frames_are_numeric():
+    p, _, an, _ = paper_setup()
+    con = design_contrasts(an, p, metrics=("score", "deal_rate"))
+    assert "mark" not in con and "ci" not in con
+    assert_tidy(con, identifiers=("arm_a", "arm_b", "metric"))
+    assert con["primary"].dtype == bool and con["significant"].dtype == bool
+
+
+def test_with_its_display_columns_a_contrast_frame_is_stats_contrast_table():
+    """What the book saves as ``*_data.csv`` (the report's display columns put back) is, column for column,
+    the table negolib.stats.contrast_table builds on the same resamples (exploratory and primary)."""
+    p, _, an, _ = paper_setup()
+    pairs = design_pairs(p)[:6]
+    primary = [pairs[0], pairs[2]]
+    ours = contrast_data(run_pairs(an, pairs, ("score", "deal_rate"), primary))
+    seeds = sorted(set(an.df["seed"]))
+    theirs = contrast_table(an.df, pairs, ["score", "deal_rate"], an.resampler(seeds), primary, an.alpha,
+                            refine=an.refine)
+    pd.testing.assert_frame_equal(ours, theirs)
+    assert set(ours.loc[ours["primary"] & ours["significant"], "mark"]) <= {"*"}
+    assert set(ours.loc[~ours["primary"] & ours["significant"], "mark"]) <= {"e"}
+
+
+def test_pairs_group_by_the_seeds_they_share():
+    p, _, an, _ = paper_setup()
+    df = an.df[~((an.df["arm"] == "e2b_base") & (an.df["seed"] > an.df["seed"].min() + 5))]
+    sub = Analysis(df, n_resamples=200, seed=0)
+    con = run_pairs(sub, [("e2b_shared_104", "e2b_base"), ("e4b_shared_104", "e4b_base")])
+    n = dict(zip(con["arm_a"], con["n_clusters"]))
+    assert n["e2b_shared_104"] == 6 and n["e4b_shared_104"] == 12
+    assert run_pairs(sub, [("no_such_arm", "e2b_base")]).empty
+
+
+def test_held_out_contrasts_are_the_design_contrasts_on_the_held_out_domain():
+    p, _, an, _ = paper_setup()
+    fresh = Analysis.from_params(an.df, p)
+    pd.testing.assert_frame_equal(held_out_contrasts(an.df, p), design_contrasts(fresh, p, domains=["car"]))
+
+
+def test_trained_pairs_follow_the_design():
+    p, _, _, _ = paper_setup()
+    pairs = trained_pairs(p)
+    assert ("g12b_shared_104", "g12b_base") in pairs and all(b.endswith("_base") for _, b in pairs)
+    assert len(pairs) == sum(bool(getattr(g, r)) for g in p.design.sizes for r in ("shared", "lr3", "lr10"))

@@ -1,0 +1,88 @@
+"""Notebook 5's report: the primary family, Table 1, Table 2 (and 9), openings, frontier contrasts and
+Figure 2, ours beside the paper's reported values."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from paper_frames import paper_setup
+
+from negolib.analysis.contrasts import design_contrasts
+from negolib.formatting import DASH
+from negolib.report.appendix_g_k import table9
+from negolib.report.cells import contrast_data
+from negolib.report.results import figure2, frontier_table, openings_book_table, primary_family_table, table1, table2
+
+
+@pytest.fixture(scope="module")
+def setup():
+    p, paper, an, est = paper_setup()
+    return p, paper, an, est, design_contrasts(an, p)
+
+
+def test_table1_marks_and_paper_columns(setup):
+    p, paper, an, est, con = setup
+    assert con["primary"].sum() == 4 and set(con.loc[con["primary"], "metric"]) == {"score"}
+    t = table1(con, est, p, paper)
+    assert list(t.frame.index) == [g.label for g in p.design.sizes]
+    assert t.frame.loc["Gemma 4 31B", "paper: shared − base"] == "+0.078* [+0.064, +0.092]"
+    assert t.frame.loc["Gemma 4 E2B (2.3B)", "paper: 3×LR − base"] == "+0.037e [+0.017, +0.057]"
+    assert t.frame.loc["Gemma 4 31B", "paper: 3×LR − shared (@104)"].endswith("†")
+    ours = contrast_data(con)
+    ours = ours[(ours["arm_a"] == "g31b_shared_104") & (ours["arm_b"] == "g31b_base")].iloc[0]
+    assert t.frame.loc["Gemma 4 31B", "shared − base"].startswith(f"{ours['estimate']:+.3f}{ours['mark']}")
+    assert list(t.data.columns[t.data.columns.get_loc("significant") + 1:][:2]) == ["mark", "ci"]
+
+
+def test_table2_and_table9_from_a_tidy_decomposition(setup):
+    p, paper, _, _, _ = setup
+    rows = [{"arm_a": "g12b_shared_104", "arm_b": "g12b_base", "metric": m, "estimate": v, "ci_low": v - 0.01,
+             "ci_high": v + 0.01, "primary": False, "significant": True, "n_episodes": 1000}
+            for m, v in (("seller_distributive", 0.04), ("seller_integrative", 0.01), ("buyer_utility", -0.05),
+                         ("welfare", 0.0))]
+    decomp = pd.DataFrame(rows)
+    t2 = table2(decomp, {"g12b_base": 0.02, "g12b_shared_104": 0.4}, p, paper)
+    row = t2.frame.loc[("Shared LR", "Gemma 4 12B")]
+    assert row["Δ seller U~ distributive"] == "+0.040e"
+    assert row["paper: Δ distributive"] == "+0.049e"
+    assert row["opens with terms (base → arm)"] == "2.0% → 40.0%"
+    assert row["paper: opens (base → arm)"] == "2.4% → 35.8%"
+    t9 = table2(decomp, None, p, paper, with_ci=True)
+    assert t9.name == "table9"
+    assert t9.frame.loc[("Shared LR", "Gemma 4 12B"), "paper: Δ buyer U~"] == "-0.057e [-0.071, -0.044]"
+    assert t9.frame.loc[("Shared LR", "Gemma 4 E2B (2.3B)"), "Δ buyer U~"] == DASH
+    assert table9(decomp, None, p, paper).frame.equals(t9.frame)
+    assert set(t2.data["mark"]) == {"e"} and t2.data["label"].notna().all()
+
+
+def test_primary_family_with_the_papers_p_values(setup):
+    p, paper, _, _, con = setup
+    t = primary_family_table(con, paper)
+    assert len(t.frame) == 4 and list(t.frame.index.names) == ["arm_a", "arm_b"]
+    assert set(t.frame["mark"]) <= {"*", ""}
+    assert set(t.frame["paper: p at 2.3B / at 4.5B-31B"]) == {"0.91 / <= 0.00014"}
+    assert primary_family_table(con.iloc[:0], paper).frame.columns.tolist() == ["paper: p at 2.3B / at 4.5B-31B"]
+
+
+def test_openings_and_frontier_put_the_paper_beside_ours(setup):
+    p, paper, _, _, con = setup
+    openings = pd.DataFrame([{"arm": "g12b_lr3_56", "n_episodes": 10, "opens_with_terms": 0.5,
+                              "mean_terms_named": 3.0, "mean_terms_share": 0.3, "opening_score": 0.6,
+                              "deal_minus_opening": -0.1}])
+    t = openings_book_table(openings, p, paper)
+    row = t.frame.loc["g12b_lr3_56"]
+    assert row["opens with terms"] == "50.0%" and row["paper: opens with terms"] == "76.6%"
+    assert row["deal − opening"] == "-0.100" and row["paper: deal − opening"] == "-0.128"
+    f = frontier_table(con, p, paper).frame
+    row = f[(f["seller"] == "g12b_lr3_56") & (f["reference"] == "sonnet5")].iloc[0]
+    assert row["paper: difference"] == "+0.086 [+0.068, +0.104]" and row["difference in S"] != DASH
+
+
+def test_figure2_draws_ours_beside_the_papers(setup):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    p, paper, _, est, con = setup
+    fig2 = figure2(p, est, con, paper)
+    titles = [ax.get_title() for ax in fig2.axes]
+    assert any("ours" in t for t in titles) and any("paper (reported)" in t for t in titles)
