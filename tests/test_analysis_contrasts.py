@@ -60,9 +60,30 @@ def test_pairs_group_by_the_seeds_they_share():
 
 
 def test_held_out_contrasts_are_the_design_contrasts_on_the_held_out_domain():
+    """Same pairs and numbers as the design contrasts on the car domain, but every one exploratory (App. C):
+    no primary family, no Holm p, so the held-out table can carry ``e`` marks and never ``*``."""
     p, _, an, _ = paper_setup()
     fresh = Analysis.from_params(an.df, p)
-    pd.testing.assert_frame_equal(held_out_contrasts(an.df, p), design_contrasts(fresh, p, domains=["car"]))
+    held = held_out_contrasts(an.df, p)
+    design = design_contrasts(fresh, p, domains=["car"])
+    cols = ["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "p_value"]
+    pd.testing.assert_frame_equal(held[cols], design[cols])
+    assert design["primary"].any() and not held["primary"].any() and held["p_holm"].isna().all()
+    assert (held["significant"] == (held["p_value"] < an.alpha)).all()
+    assert "*" not in set(contrast_data(held)["mark"])
+
+
+def test_held_out_table_carries_no_holm_marks():
+    """A strong held-out gain on a primary pair is marked ``e`` (exploratory), not ``*``."""
+    from negolib.report.appendix_b_c import heldout_table
+
+    p, paper, an, _ = paper_setup()
+    a, b = p.statistics.primary[0]
+    df = an.df.copy()
+    df.loc[df["arm"] == a, "score"] += 0.5
+    table = heldout_table(held_out_contrasts(df, p), p, paper)
+    cells = table.frame["held-out gain over base"].astype(str)
+    assert not cells.str.contains(r"\*").any() and cells.str.contains(r"\de \[").any()
 
 
 def test_trained_pairs_follow_the_design():
