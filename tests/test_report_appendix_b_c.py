@@ -7,7 +7,7 @@ from paper_frames import paper_setup
 
 from negolib.analysis.contrasts import design_contrasts
 from negolib.formatting import fmt_ci
-from negolib.report.appendix_b_c import figure3, heldout_table, table3, table4
+from negolib.report.appendix_b_c import figure3, figure3_points, heldout_table, shared_recipe_arms, table3, table4
 from negolib.report.booktable import BookTable
 
 
@@ -68,3 +68,20 @@ def test_figure3_draws_when_a_base_seller_never_closes(setup):
     fig = figure3(p, est, con, paper)
     fig.canvas.draw()
     assert len(fig.axes) == 3
+
+
+def test_figure3a_is_the_shared_recipe_only(setup):
+    """Figure 3a joins the base (0 steps), the shared-recipe reads and the extra reads of the same run; the
+    3x-LR arms (and reads of their run, e.g. 4.5B 3x at step 64) are not on the curve."""
+    p, paper, an, est, con = setup
+    by = {g.paper: g for g in p.design.sizes}
+    assert shared_recipe_arms(p, by["31B"]) == ["g31b_shared_56", "g31b_shared_104", "g31b_shared_40"]
+    assert shared_recipe_arms(p, by["E4B"]) == ["e4b_shared_56", "e4b_shared_104"]
+    look = {(a, b): e for a, b, m, e in zip(con["arm_a"], con["arm_b"], con["metric"], con["estimate"])
+            if m == "score"}
+    pts = figure3_points(p, by["31B"], con)
+    assert [x for x, *_ in pts] == [0, 40, 56, 104]
+    assert pts[0][1] == 0.0 and pts[2][1] == look[("g31b_shared_56", "g31b_base")]
+    assert all(y != look[("g31b_lr3_56", "g31b_base")] for _, y, *_ in pts[1:])
+    assert [x for x, *_ in figure3_points(p, by["E4B"], con)] == [0, 56, 104]
+    assert figure3_points(p, by["E4B"], con.iloc[:0]) == []

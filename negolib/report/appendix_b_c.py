@@ -103,36 +103,55 @@ def heldout_table(contrasts: pd.DataFrame, params: Params, paper: PaperReported)
                      f"{paper.get('held_out', 'half_width_n128', default=0.03)}.", contrast_data(contrasts))
 
 
+def shared_recipe_arms(params: Params, group: Any) -> list[str]:
+    """The shared-recipe arms of a size group, the points of Figure 3a: ``shared_early``, ``shared`` and the
+    extra reads of the same training run (e.g. 31B at 40 steps). 3x/10x-LR arms (and reads of their runs)
+    are another recipe and are left off the curve."""
+    core = [a for a in (group.shared_early, group.shared) if a]
+    runs = {params.arms[a].run for a in core if a in params.arms and params.arms[a].run}
+    extra = [a for a in group.extra if a in params.arms and params.arms[a].run in runs and a not in core]
+    return [*core, *extra]
+
+
+def figure3_points(params: Params, group: Any, contrasts: pd.DataFrame,
+                   training_steps: Mapping[str, int] | None = None) -> list[tuple[int, float, float, float]]:
+    """(steps, gain, ci_low, ci_high) of Figure 3a for one size group, sorted by steps: the base at (0, 0)
+    and each evaluated shared-recipe arm (:func:`shared_recipe_arms`) against the same-size base."""
+    cl = marked_lookup(contrasts)
+    pts = [(0, 0.0, 0.0, 0.0)]
+    for arm in shared_recipe_arms(params, group):
+        c = cl.get((arm, group.base, "score"))
+        steps = (training_steps or {}).get(arm)
+        steps = steps if steps is not None else arm_steps(params, arm)
+        if c is not None and steps is not None:
+            pts.append((steps, c["estimate"], c["ci_low"], c["ci_high"]))
+    return sorted(pts) if len(pts) > 1 else []
+
+
 def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: PaperReported,
             training_steps: Mapping[str, int] | None = None) -> Figure:
-    """Figure 3. (a) paired gain over base against combined steps per size (ours | paper's reported
-    gains at 104 steps with the continuation gains as labels); (b) deal rate against deal-only U~ for
+    """Figure 3. (a) paired gain over base against combined steps per size, shared-recipe arms only
+    (:func:`figure3_points`; ours | paper's reported gains at 104 steps with the continuation gains as
+    labels); (b) deal rate against deal-only U~ for
     every arm of ours, arrows base → trained, beside the paper's arms."""
     plt = pyplot()
-    el, cl = estimate_lookup(est), marked_lookup(contrasts)
+    el = estimate_lookup(est)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1, 1, 1.3]})
     ax = axes[0]
     for g in params.design.sizes:
-        pts = [(0, 0.0, 0.0, 0.0)]
-        for arm in [g.shared_early, g.shared, g.lr3, *g.extra]:
-            c = cl.get((arm, g.base, "score")) if arm else None
-            steps = (training_steps or {}).get(arm) if arm else None
-            steps = steps if steps is not None else (arm_steps(params, arm) if arm else None)
-            if c is not None and steps is not None:
-                pts.append((steps, c["estimate"], c["ci_low"], c["ci_high"]))
-        if len(pts) > 1:
-            pts.sort()
+        pts = figure3_points(params, g, contrasts, training_steps)
+        if pts:
             x, y = [p[0] for p in pts], np.array([p[1] for p in pts])
             ax.errorbar(x, y, yerr=[y - np.array([p[2] for p in pts]), np.array([p[3] for p in pts]) - y], fmt="o-",
                         capsize=3, label=g.label)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("combined optimizer steps")
     ax.set_ylabel("paired gain over base (S)")
-    ax.set_title("(a) gain vs steps: ours", fontsize=10)
+    ax.set_title("(a) gain vs steps, shared recipe: ours", fontsize=10)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no trained arm evaluated", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, "no shared-recipe arm evaluated", transform=ax.transAxes, ha="center")
     bx = axes[1]
     cont = paper.get("figure3", "continuation_gain", default={}) or {}
     for size in PAPER_SIZES:
@@ -187,4 +206,4 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
     return fig
 
 
-__all__ = ["figure3", "heldout_table", "table3", "table4"]
+__all__ = ["figure3", "figure3_points", "heldout_table", "shared_recipe_arms", "table3", "table4"]
