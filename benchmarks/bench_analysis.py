@@ -1,0 +1,326 @@
+"""Benchmark: the whole analysis of notebooks 05-09 on a paper-scale transcript set (issue 16, section 5).
+
+Writes a synthetic but valid transcript set in the real schema through :class:`TranscriptStore`
+(``params/paper.yaml``'s 21 arms x 1,152 episodes = 64 evaluation seeds x 9 domains x 2 buyers).
+Episodes are played by the real environment with scripted parties (a pool of seller strategies
+against two scripted buyers standing in for the paper's frontier buyers), so outcomes follow Eq. 1
+and pass the validators; each arm draws its episode per scenario from the pool with its own weights
+and its own bad-parse rate, so arms differ and contrasts are non-trivial. Then it times, on one core,
+what notebooks 05-09 compute from those transcripts: reading and validating, arm estimates (every
+metric of Tables 3-5), contrasts (design contrasts, held-out contrasts and App. K's two re-runs at
+10^5 resamples: the primary family and the held-out gains), decomposition (Tables 2 and 9 with
+openings), guards and diagnostics (App. E guards, style tables, transcript samples, cost), efficiency
+(Pareto frontiers of every deal, notebook 09) and tables/figures (every report table and figure).
+
+Baseline, measured in the same run, A-B-A alternated: the reading stage against ``json.loads`` of
+the same lines (A), around each full analysis (B). Prints medians and ranges.
+
+Run: ``python benchmarks/bench_analysis.py [--smoke] [--repeats N]`` (threads are pinned to one;
+pin the process with ``taskset -c 0``). Target: under 60 s on one core at full scale.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_var] = "1"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from negolib.agents.scripted import make_scripted  # noqa: E402
+from negolib.analysis.arms import TABLE3_METRICS, TABLE4_METRICS, TABLE5_METRICS, Results, arm_estimates  # noqa: E402
+from negolib.analysis.contrasts import design_contrasts, held_out_contrasts, run_pairs, trained_pairs  # noqa: E402
+from negolib.analysis.cost import cost_by_arm  # noqa: E402
+from negolib.analysis.decomposition import decomposition  # noqa: E402
+from negolib.analysis.guards import guards_frame  # noqa: E402
+from negolib.analysis.resamplers import Analysis  # noqa: E402
+from negolib.analysis.training import training_summary  # noqa: E402
+from negolib.book import Book, open_book  # noqa: E402
+from negolib.cost import cost_frame  # noqa: E402
+from negolib.diagnostics import openings_table, sample_transcripts, style_table  # noqa: E402
+from negolib.domains import load_domains  # noqa: E402
+from negolib.efficiency import efficiency_frame, per_arm_efficiency  # noqa: E402
+from negolib.env import EnvConfig  # noqa: E402
+from negolib.metrics import buyer_split  # noqa: E402
+from negolib.rollout import make_specs, run_episodes  # noqa: E402
+from negolib.scenarios import eval_seeds, scenario_set  # noqa: E402
+from negolib.transcripts import TranscriptStore, episodes_frame  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "params" / "paper.yaml"
+SELLER_POOL = ("conceder", "linear", "tit_for_tat", "boulware", "hardheaded")
+"""Scripted seller strategies the arms draw their episodes from (roughly weakest to toughest)."""
+BUYER_STAND_INS = ("conceder", "hardheaded")
+"""Scripted strategies standing in for the profile's two evaluation buyers."""
+SMOKE_ARMS = ("e2b_base", "e2b_shared_104", "e2b_lr3_56", "e4b_base", "e4b_shared_104", "sonnet5", "terra")
+STAGES = ("reading/validating", "arm estimates", "contrasts", "decomposition", "guards", "efficiency", "figures")
+
+
+def _pin_torch() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def arm_profile(params: Any, arm: str) -> tuple[np.ndarray, float]:
+    """(weights over :data:`SELLER_POOL`, seller bad-parse rate) of one arm: trained arms lean to the
+    tougher strategies, larger sizes more, bases of small sizes parse worst."""
+    skill, bad = 0.0, 0.01
+    for i, g in enumerate(params.design.sizes):
+        roles = {g.base: 0.0, g.shared_early: 0.15, g.shared: 0.3, g.lr3: 0.45, g.lr10: 0.2,
+                 **{a: 0.4 for a in g.extra}}
+        if arm in roles:
+            skill = 0.2 * i + roles[arm]
+            bad = 0.04 / (1 + i) if arm == g.base else (0.06 if arm == g.lr10 else 0.005)
+    if arm in params.design.frontier:
+        skill, bad = 0.6 + 0.1 * params.design.frontier.index(arm), 0.0
+    x = np.arange(len(SELLER_POOL), dtype=float)
+    w = np.exp(-((x - 4 * skill / 1.2) ** 2) / 2.0)
+    return w / w.sum(), bad
+
+
+def play_pool(params: Any, n_seeds: int, domains: list[str] | None) -> list[list[dict[str, Any]]]:
+    """Every scenario x buyer played by each pool seller (same spec order for every seller)."""
+    buyers = list(params.evaluation.buyers)
+    agents = {b: make_scripted(s) for b, s in zip(buyers, BUYER_STAND_INS)}
+    agents.update({f"pool_{s}": make_scripted(s) for s in SELLER_POOL})
+    scen = scenario_set(eval_seeds(n_seeds), domains)
+    cfg = EnvConfig(max_rounds=params.evaluation.max_rounds, first_mover=params.evaluation.first_mover)
+    return [run_episodes(make_specs("pool", f"pool_{s}", buyers, scen, cfg), agents, progress=False).records
+            for s in SELLER_POOL]
+
+
+def _bad_parse(rec: dict[str, Any], rng: np.random.Generator, penalty: float) -> dict[str, Any]:
+    """One seller turn (not the closing one) becomes a bad parse: no action, a parse error, counted."""
+    seller_turns = [i for i, t in enumerate(rec["turns"][:-1]) if t["role"] == "seller"]
+    if not seller_turns:
+        return rec
+    rec = dict(rec, turns=list(rec["turns"]), outcome=dict(rec["outcome"]))
+    i = int(rng.choice(seller_turns))
+    t = copy.deepcopy(rec["turns"][i])
+    t.update(raw=t["prose"] + "\n{\"action\": \"COUNTER\", \"terms\": [", action=None, invalid_terms=[],
+             off_schema_terms=[], parse_error="no parseable JSON action (unterminated object)")
+    rec["turns"][i] = t
+    out = rec["outcome"]
+    out["seller_bad_parses"] += 1
+    out["bad_parses"] += 1
+    out["reward"] = float(out["reward"]) - penalty
+    return rec
+
+
+def write_transcripts(book: Book, arms: list[str], n_seeds: int, domains: list[str] | None, seed: int) -> int:
+    """Write the synthetic evaluation transcripts of ``arms`` through the real store; returns the count."""
+    pool = play_pool(book.params, n_seeds, domains)
+    store = TranscriptStore(book.paths.transcripts)
+    rng = np.random.default_rng(seed)
+    penalty = float(pool[0][0]["config"].get("format_penalty", 0.05))
+    n = 0
+    for arm in arms:
+        w, bad = arm_profile(book.params, arm)
+        pick = rng.choice(len(SELLER_POOL), size=len(pool[0]), p=w)
+        bads = np.zeros(len(pool[0]), dtype=bool)  # an exact share (at least one when the rate is positive)
+        bads[rng.choice(len(bads), size=max(1, round(bad * len(bads))) if bad > 0 else 0, replace=False)] = True
+        recs = []
+        for j, (k, b) in enumerate(zip(pick, bads)):
+            rec = dict(pool[k][j], arm=arm, seller=arm)
+            recs.append(_bad_parse(rec, rng, penalty) if b else rec)
+        n += store.append(recs)
+    return n
+
+
+def raw_read(path: Path) -> int:
+    """The reading baseline: ``json.loads`` of every line, the last record per key, no checks."""
+    latest = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            latest[(rec["arm"], rec["domain"], rec["seed"], rec["buyer"])] = rec
+    return len(latest)
+
+
+def run_analysis(book: Book, refine_resamples: int) -> tuple[dict[str, float], dict[str, pd.DataFrame]]:
+    """What notebooks 05-09 compute, stage by stage: (seconds per stage, the computed frames)."""
+    import matplotlib.pyplot as plt
+
+    from negolib.analysis.beyond import scripted_baseline_contrasts, seeds_scaffold_arms
+    from negolib.report.appendix_b_c import figure3, heldout_table, table3, table4
+    from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style
+    from negolib.report.appendix_g_k import cost_table, mc_error_table, table7, table9
+    from negolib.report.beyond import efficiency_table, pareto_figure, scripted_baselines_table, seeds_scaffold_table
+    from negolib.report.results import (
+        figure2,
+        frontier_table,
+        openings_book_table,
+        primary_family_table,
+        table1,
+        table2,
+    )
+    from negolib.report.training import training_table
+
+    P, paper = book.params, book.paper
+    t: dict[str, float] = {}
+    out: dict[str, pd.DataFrame] = {}
+
+    t0 = time.perf_counter()
+    records = book.records()
+    df = episodes_frame(records)
+    t["reading/validating"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    an = Analysis.from_params(df, P)
+    arms = [a for a in P.arms if an.has(a)]
+    metrics: list[Any] = list(dict.fromkeys(TABLE4_METRICS + TABLE3_METRICS + TABLE5_METRICS))
+    if len(P.design.buyer_split) == 2:
+        metrics.append(buyer_split(*P.design.buyer_split))
+    est = arm_estimates(an, arms, metrics)
+    t["arm estimates"] = time.perf_counter() - t0
+    out["estimates"] = est
+
+    t0 = time.perf_counter()
+    contrasts = design_contrasts(an, P)
+    R = Results(P, an, est, contrasts)
+    held = held_out_contrasts(df, P)
+    # App. K's two re-runs at 10^5 resamples: the primary family, and the held-out gains of the trained arms
+    an5 = Analysis(df, refine_resamples, P.statistics.seed, P.statistics.alpha, False, refine_resamples)
+    held_domains = [d for d, dom in load_domains().items() if dom.held_out]
+    rerun_primary = run_pairs(an5, [tuple(p) for p in P.statistics.primary], ("score",), P.statistics.primary)
+    rerun_held = run_pairs(an5, trained_pairs(P), ("score",), domains=held_domains)
+    t["contrasts"] = time.perf_counter() - t0
+    out.update(contrasts=contrasts, held_out=held, rerun_primary=rerun_primary, rerun_held=rerun_held)
+
+    t0 = time.perf_counter()
+    openings = openings_table(records)
+    opens = openings.set_index("arm")["opens_with_terms"].to_dict() if len(openings) else {}
+    decomp = decomposition(an, trained_pairs(P))
+    t["decomposition"] = time.perf_counter() - t0
+    out.update(decomposition=decomp, openings=openings)
+
+    t0 = time.perf_counter()
+    trained = [(a, g.base) for g in P.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)
+               if a and a in R.arms and g.base in R.arms]
+    guards = guards_frame(an, trained)
+    held_set = {d for d, dom in load_domains().items() if dom.held_out}
+    style_held = style_table([r for r in records if r["domain"] in held_set])
+    style_all = style_table(records)
+    samples = [sample_transcripts(records, arm, n=2, seed=P.seed, max_chars=300) for arm, _ in trained]
+    prices, unpriced = book.prices()
+    api = book.api_models()
+    costs = cost_by_arm(cost_frame(records, prices, api), P, api, unpriced)
+    t["guards"] = time.perf_counter() - t0
+    out.update(guards=guards, style=style_all, costs=costs)
+
+    t0 = time.perf_counter()
+    eff = per_arm_efficiency(efficiency_frame(an.df))
+    t["efficiency"] = time.perf_counter() - t0
+    out["efficiency"] = eff
+
+    t0 = time.perf_counter()
+    tables = [primary_family_table(contrasts, paper), table1(contrasts, est, P, paper),
+              table2(decomp, opens, P, paper), openings_book_table(openings, P, paper),
+              frontier_table(contrasts, P, paper), table3(est, R.arms, P, paper), table4(est, R.arms, P, paper),
+              heldout_table(held, P, paper), training_table(training_summary({}, {}, {}), paper),
+              guards_table(guards), *[table5(est, est, g, P, paper) for g in P.design.sizes],
+              table6_from_style(style_held, P, paper), style_diag_table(style_all, P, paper),
+              table7(est, {}, P, paper), cost_table(costs, paper), mc_error_table(contrasts, paper),
+              table9(decomp, opens, P, paper), scripted_baselines_table(R, scripted_baseline_contrasts(R)),
+              efficiency_table(eff, P), seeds_scaffold_table(seeds_scaffold_arms(P, R.arms), est)]
+    for tab in tables:
+        book.save_table(tab)
+    key = (records[0]["domain"], records[0]["seed"])
+    for name, fig in (("figure2", figure2(P, est, contrasts, paper)), ("figure3", figure3(P, est, contrasts, paper)),
+                      ("pareto_frontier", pareto_figure(records, *key, title="frontier"))):
+        book.save_figure(fig, name)
+        plt.close(fig)
+    t["figures"] = time.perf_counter() - t0
+    out["n_tables"] = pd.DataFrame({"n": [len(tables)]})
+    out["samples"] = pd.concat(samples, ignore_index=True) if samples else pd.DataFrame()
+    return t, out
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} s [{min(xs):.2f}, {max(xs):.2f}]"
+
+
+def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="7 arms, 4 seeds x 3 domains, 200 / 1,000 resamples")
+    ap.add_argument("--repeats", type=int, default=2, help="full analyses (B), each between two baselines (A)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="", help="keep the transcripts and tables here (default: a temp folder)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        book = open_book(PAPER, args.out or tmp)
+        P = book.params
+        arms, n_seeds, domains = list(P.arms), P.evaluation.seeds_per_domain, P.evaluation.domains
+        refine_resamples = P.statistics.refine_resamples
+        if args.smoke:
+            arms, n_seeds, domains = list(SMOKE_ARMS), 4, ["car", "acquisition", "commercial_lease"]
+            refine_resamples = 1_000
+            book.params = P = _with_stats(P, 200, refine_resamples)
+        t0 = time.perf_counter()
+        n = write_transcripts(book, arms, n_seeds, domains, args.seed)
+        size = book.paths.transcripts.stat().st_size
+        print(f"wrote {n} records ({len(arms)} arms x {n // len(arms)} episodes, {size / 1e6:.0f} MB) through "
+              f"TranscriptStore in {time.perf_counter() - t0:.1f} s; {P.statistics.n_resamples} resamples, "
+              f"re-runs at {refine_resamples}")
+        _pin_torch()
+        raw_read(book.paths.transcripts)  # warm the page cache
+        base: list[float] = []
+        runs: list[dict[str, float]] = []
+        out: dict[str, pd.DataFrame] = {}
+
+        def baseline() -> None:
+            t1 = time.perf_counter()
+            assert raw_read(book.paths.transcripts) == n
+            base.append(time.perf_counter() - t1)
+
+        baseline()
+        for _ in range(max(1, args.repeats)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                stages, out = run_analysis(book, refine_resamples)
+            runs.append(stages)
+            baseline()
+        totals = [sum(r.values()) for r in runs]
+        for s in STAGES:
+            print(f"  {s:<20} {_spread([r[s] for r in runs])}")
+        reads = [r["reading/validating"] for r in runs]
+        print(f"  baseline json.loads of the same lines (A, {len(base)} runs around the analyses): {_spread(base)}")
+        med, med_a = statistics.median(totals), statistics.median(base)
+        print(f"ratio reading/validating (B) / json.loads (A), medians: {statistics.median(reads) / med_a:.2f}x; "
+              f"whole analysis / json.loads: {med / med_a:.1f}x")
+        target = "" if args.smoke else f"; target (< 60 s on one core): {'met' if med < 60 else 'MISSED'}"
+        print(f"whole analysis over {len(runs)} run(s): {_spread(totals)}{target}")
+        print(f"ANALYSIS: {len(arms)} arms, {n} episodes, {med:.1f} s")
+        if args.out:  # the analysis frames, for the test and for reading
+            frames = book.paths.root / "bench_frames"
+            frames.mkdir(exist_ok=True)
+            for name, frame in out.items():
+                frame.to_csv(frames / f"{name}.csv", index=False)
+    return out
+
+
+def _with_stats(P: Any, n_resamples: int, refine_resamples: int) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(P, statistics=dataclasses.replace(P.statistics, n_resamples=n_resamples,
+                                                                 refine_resamples=refine_resamples))
+
+
+if __name__ == "__main__":
+    main()
