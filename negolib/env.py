@@ -124,6 +124,7 @@ class TurnRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
+    prompt_capped: bool = False  # the agent's prompt cap bound on this turn (history dropped or prompt cut)
 
 
 @dataclass
@@ -181,15 +182,17 @@ class Episode:
                          tuple(self._history[role]), ledger, self.config)
 
     def step(self, text: str, input_tokens: int = 0, output_tokens: int = 0,
-             latency_s: float = 0.0) -> TurnRecord:
-        """Play the raw ``text`` of the party to move and advance the episode."""
+             latency_s: float = 0.0, prompt_capped: bool = False) -> TurnRecord:
+        """Play the raw ``text`` of the party to move and advance the episode (``prompt_capped``: the
+        agent's prompt cap bound on this turn, logged in the record)."""
         if self.done:
             raise RuntimeError(f"episode {self.episode_id} is over")
         role = self.to_move
         parsed = parse_action(text)
         rec = TurnRecord(len(self.turns) + 1, role, text, parsed.prose,
                          parsed.action.to_dict() if parsed.action else None, parsed.error, {},
-                         input_tokens=input_tokens, output_tokens=output_tokens, latency_s=latency_s)
+                         input_tokens=input_tokens, output_tokens=output_tokens, latency_s=latency_s,
+                         prompt_capped=bool(prompt_capped))
         act = parsed.action
         if act is not None and act.kind == "ACCEPT" and not self._can_accept():
             act, rec.action, rec.invalid_accept = None, None, True

@@ -120,6 +120,11 @@ def reply_problem(rep: Any) -> str | None:
     return None
 
 
+def turn_log(rep: AgentReply) -> dict[str, Any]:
+    """What a reply's backend data adds to its turn record: whether the agent's prompt cap bound."""
+    return {"prompt_capped": bool(rep.extra.get("prompt_capped", False))}
+
+
 def episode_record(spec: EpisodeSpec, ep: Episode, error: str | None = None) -> dict[str, Any]:
     """The transcript record of ``ep``; with ``error`` an error row (status ``error``)."""
     try:
@@ -210,7 +215,7 @@ def _play_all(specs: Sequence[EpisodeSpec], agents: Mapping[str, Agent], store: 
                         failed[i] = problem
                         continue
                     try:
-                        ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+                        ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s, **turn_log(rep))
                     except Exception as exc:  # noqa: BLE001 - parser/environment: contained to this episode
                         failed[i] = error_text(exc, _where(ep))
                         continue
@@ -251,7 +256,7 @@ def play_one(spec: EpisodeSpec, agents: Mapping[str, Agent]) -> dict[str, Any]:
         if problem is not None:
             return episode_record(spec, ep, problem)
         try:
-            ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s)
+            ep.step(rep.text, rep.input_tokens, rep.output_tokens, rep.latency_s, **turn_log(rep))
         except Exception as exc:  # noqa: BLE001 - contained to this episode
             return episode_record(spec, ep, error_text(exc, where))
     return episode_record(spec, ep)

@@ -555,6 +555,8 @@ def episodes_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         row["n_invalid_terms"] = sum(len(t["invalid_terms"]) for t in rec["turns"])
         row["n_off_schema_terms"] = sum(len(t["off_schema_terms"]) for t in rec["turns"])
         row["n_named_terms"] = sum(len((t["action"] or {}).get("terms", [])) for t in rec["turns"])
+        seller = [t for t in rec["turns"] if t["role"] == "seller"]
+        row["n_prompt_capped_turns"] = sum(bool(t.get("prompt_capped", False)) for t in seller)
         row["input_tokens"] = sum(t["input_tokens"] for t in rec["turns"])
         row["output_tokens"] = sum(t["output_tokens"] for t in rec["turns"])
         rows.append(row)

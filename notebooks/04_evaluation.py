@@ -32,6 +32,7 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import ModelCache
+from negolib.analysis.serving import serving_frame
 from negolib.book import open_book, summarize_warnings
 from negolib.cost import dry_run
 from negolib.evaluation import (
@@ -44,7 +45,7 @@ from negolib.evaluation import (
     short_hash,
 )
 from negolib.report.booktable import simple_table
-from negolib.report.evaluation import pilot_gate_table
+from negolib.report.evaluation import pilot_gate_table, prompt_cap_table
 from negolib.training.runs import build_agents
 from negolib.transcripts import TranscriptStore
 
@@ -132,12 +133,17 @@ print(f"played {len(result.records)} episodes now, {result.skipped} were already
 
 # %% [markdown]
 # ## What was played
-# Episodes per arm and buyer in the transcript store, and the deviation log so far.
+# Episodes per arm and buyer in the transcript store, the seller turns where an arm's prompt cap bound,
+# and the deviation log so far. A self-served seller is evaluated with its arm's context length (the
+# paper's 16k serving context, or the model's if shorter, less one reply), not the training driver's
+# 2,048-token cap; a turn that still met its cap (oldest history dropped, or the prompt cut) is logged in
+# its transcript record and counted here.
 
 # %%
 df = B.episodes(include_errors=True)
 counts = pd.crosstab(df["arm"], [df["buyer"], df["status"]])
 display(B.save_table(simple_table("episodes_played", "Episodes in the transcript store", counts)))
+display(B.save_table(prompt_cap_table(serving_frame(df))))
 log = deviations.deviations_frame()
 print("deviation log:", "empty" if log.empty else "")
 if not log.empty:

@@ -226,6 +226,8 @@ def test_vllm_agent_with_a_fake_engine(monkeypatch, views):
     tok, log = tiny_tokenizer(), {}
     monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(tok, log))
     s = SamplingConfig(max_new_tokens=99, seed=2)
+    default = VLLMAgent("my/model", s, scaffold="training")  # the engine's context (the fake's: none), not 2,048
+    assert default.prompt_cap == 16_384 - 99
     a = VLLMAgent("my/model", s, scaffold="training", prompt_cap=8192,
                   llm_kwargs={"gpu_memory_utilization": 0.3}, tensor_parallel_size=2)
     assert log["llm"] == ("my/model", {"logprobs_mode": "processed_logprobs", "seed": 2,
@@ -240,7 +242,7 @@ def test_vllm_agent_with_a_fake_engine(monkeypatch, views):
         assert r.text == "Hi there"  # tags stripped, stop token not decoded
         assert r.extra["prompt_ids"] == encode_chat(tok, render_messages(v, "training"))
         assert len(r.extra["logprobs"]) == len(r.extra["completion_ids"]) == r.output_tokens
-        assert r.extra["finish_reason"] == "stop"
+        assert r.extra["finish_reason"] == "stop" and r.extra["prompt_capped"] is False
     assert log["prompts"][0] == {"prompt_token_ids": replies[0].extra["prompt_ids"]}
     st = a.settings()
     assert st["backend"] == "vllm" and drift(s, st) == []
@@ -323,3 +325,62 @@ def test_generation_stats_split_prefill_from_decode(tiny, views, reuse):
         assert st.prefill_s > 0 and st.rates()["prefill_tok_s"] > 0
     else:
         assert st.prefill_tokens == 0 and st.prefill_s == 0 and st.rates()["prefill_tok_s"] == 0
+
+
+# -- the evaluation prompt cap (issue 16 §1) -------------------------------------------------------------
+
+def test_evaluation_prompt_cap_is_the_arms_context_not_the_training_drivers(tiny):
+    """With no cap given, a self-served seller's cap is its context (the model's, at most 16,384) less one
+    reply's max_new_tokens: never the training driver's 2,048."""
+    from negolib.agents.hf_agent import EVAL_CONTEXT_TOKENS, TRAINING_PROMPT_CAP, context_prompt_cap
+
+    a = HFAgent(tiny[0], tiny[1], SamplingConfig(max_new_tokens=100))
+    assert tiny[0].config.max_position_embeddings == 8192
+    assert a.prompt_cap == 8192 - 100 != TRAINING_PROMPT_CAP and a.settings()["prompt_cap"] == 8092
+    assert context_prompt_cap(None, 768) == context_prompt_cap(131_072, 768) == EVAL_CONTEXT_TOKENS - 768
+    assert HFAgent(tiny[0], tiny[1], prompt_cap=300).prompt_cap == 300
+
+
+def test_factory_passes_no_training_cap(tiny, monkeypatch):
+    """A spec without ``prompt_cap`` builds an agent with the arm's context cap; one with a cap keeps it."""
+    from negolib.agents import factory
+    from negolib.params import AgentSpec, Sampling
+
+    class Cache:
+        def get(self, *a):
+            return tiny
+
+    spec = AgentSpec(backend="hf", model="x", sampling=Sampling(max_new_tokens=50))
+    assert factory.local_agent("s", "x", spec, cache=Cache()).prompt_cap == 8192 - 50
+    assert factory.local_agent("s", "x", replace(spec, prompt_cap=256), cache=Cache()).prompt_cap == 256
+
+
+def test_a_binding_prompt_cap_is_logged_per_turn_and_counted_per_arm(tiny):
+    """A cap that binds is in the transcript record (``prompt_capped`` per turn), in the episode table
+    (``n_prompt_capped_turns``, seller turns) and in the per-arm count of the prompt-cap table."""
+    from negolib.analysis.serving import serving_frame
+    from negolib.report.evaluation import prompt_cap_table
+    from negolib.transcripts import episodes_frame, validate_record
+
+    sc = scenario_set([3], ["car"])
+    cfg = EnvConfig(max_rounds=2)
+    wide, narrow = agent(tiny, name="wide"), agent(tiny, name="narrow", prompt_cap=100)
+    recs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PromptTruncationWarning)
+        for arm, a in (("wide", wide), ("narrow", narrow)):
+            recs += run_episodes(make_specs(arm, arm, ["conceder"], sc, cfg),
+                                 {arm: a, "conceder": make_scripted("conceder")}, progress=False).records
+    for rec in recs:
+        validate_record(rec)
+        seller = [t for t in rec["turns"] if t["role"] == "seller"]
+        assert all(t["prompt_capped"] is (rec["arm"] == "narrow") for t in seller)
+        assert not any(t["prompt_capped"] for t in rec["turns"] if t["role"] == "buyer")  # scripted: no cap
+    df = episodes_frame(recs)
+    sv = serving_frame(df).set_index("arm")
+    n_seller = {r["arm"]: sum(t["role"] == "seller" for t in r["turns"]) for r in recs}
+    assert sv.loc["narrow", "n_prompt_capped_turns"] == n_seller["narrow"] > 0
+    assert sv.loc["wide", "n_prompt_capped_turns"] == 0 and sv.loc["narrow", "n_prompt_capped_episodes"] == 1
+    t = prompt_cap_table(serving_frame(df))
+    assert t.frame.loc["narrow", "turns capped"] == n_seller["narrow"] and t.frame.loc["wide", "turns capped"] == 0
+    assert t.paper_columns == ["paper: context"]

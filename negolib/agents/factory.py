@@ -113,7 +113,9 @@ def local_agent(name: str, path: str, spec: AgentSpec, seed: int = 0, cache: Mod
     when ``serving`` (default ``spec``) is a ``vllm`` spec (its tensor parallelism and memory share), else
     by transformers through ``cache``."""
     serving = serving or spec
-    kw: dict[str, Any] = {"prompt_cap": spec.prompt_cap} if spec.prompt_cap else {}
+    # The prompt cap is the spec's when it sets one, else the arm's context length (the agent reads it from
+    # the model or engine, at most EVAL_CONTEXT_TOKENS): never the training driver's 2,048 (App. H vs K).
+    kw: dict[str, Any] = {"prompt_cap": spec.prompt_cap or None}
     if serving.backend == "vllm":
         return VLLMAgent(path, sampling=sampling_config(spec, seed), scaffold=spec.scaffold, name=name,
                          tensor_parallel_size=serving.tensor_parallel or 1,

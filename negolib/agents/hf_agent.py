@@ -28,7 +28,12 @@ from negolib.models import load_causal_lm, prefill_kwargs
 from negolib.prompts import PromptConfig, Scaffold, render_messages
 from negolib.sampling import SamplingConfig, derive_seed
 
-DEFAULT_PROMPT_CAP = 2048
+TRAINING_PROMPT_CAP = 2048
+"""The training driver's prompt cap (App. H): training only. Evaluation uses the arm's context length."""
+DEFAULT_PROMPT_CAP = TRAINING_PROMPT_CAP  # the name other games' agents pass explicitly (their own setting)
+EVAL_CONTEXT_TOKENS = 16_384
+"""The context a self-served seller is evaluated with (App. H "16,384-token context", App. K "Serving": the
+KV cache holds a 16k context); a model with a shorter context uses its own."""
 # History turns dropped at a time when a prompt overflows its cap: dropping a block (three rounds)
 # rather than one turn keeps the truncated prompt's head identical for the next few turns, so its
 # cached prefix is reused instead of re-prefilling ~2k tokens per row on every later turn.
@@ -39,13 +44,32 @@ class PromptTruncationWarning(UserWarning):
     """A prompt exceeded the cap and its oldest history was dropped."""
 
 
+def model_context_length(model: Any) -> int | None:
+    """The context length a model (or its config) declares (``max_position_embeddings`` and kin, also under
+    ``text_config``), or None when it declares none."""
+    cfg = getattr(model, "config", model)
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+            v = getattr(c, key, None) if c is not None else None
+            if isinstance(v, int) and v > 0:
+                return v
+    return None
+
+
+def context_prompt_cap(context: int | None, max_new_tokens: int) -> int:
+    """The evaluation prompt cap of an arm served with ``context`` tokens (None: :data:`EVAL_CONTEXT_TOKENS`;
+    never more): the context less room for one reply of ``max_new_tokens``."""
+    ctx = min(context, EVAL_CONTEXT_TOKENS) if context else EVAL_CONTEXT_TOKENS
+    return max(1, ctx - max(0, max_new_tokens))
+
+
 def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, thinking: bool = False,
                prompt_config: PromptConfig | None = None, who: str = "agent") -> tuple[list[int], int]:
     """(prompt ids, number of oldest history turns dropped) for ``view`` within ``cap`` tokens.
 
     Drops the oldest history turns, :data:`HISTORY_DROP_BLOCK` at a time, until the rendered prompt
     fits, warning when it does; a prompt that still does not fit with no history left is cut from the
-    left, also with a warning.
+    left, also with a warning (:func:`cap_bound` says from the result whether the cap bound).
     """
     drop, n = 0, len(view.history)
     while True:
@@ -63,6 +87,12 @@ def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, th
                       f"with no history left; keeping its last {cap} tokens", PromptTruncationWarning, stacklevel=3)
         ids = ids[-cap:]
     return ids, drop
+
+
+def cap_bound(ids: Sequence[int], dropped: int, cap: int) -> bool:
+    """Whether the prompt cap bound on a prompt :func:`fit_prompt` returned: history was dropped, or the
+    prompt fills the cap (cut from the left; one that fits to the last token counts too)."""
+    return dropped > 0 or len(ids) >= cap
 
 
 def _recorder(temperature: float) -> Any:
@@ -177,15 +207,17 @@ class HFAgent(Agent):
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None,
                  scaffold: Scaffold = "evaluation", name: str = "hf", max_batch: int = 16,
-                 prompt_cap: int = DEFAULT_PROMPT_CAP, prompt_config: PromptConfig | None = None,
+                 prompt_cap: int | None = None, prompt_config: PromptConfig | None = None,
                  model_name: str | None = None, prefix_cache_tokens: int = 32_768,
                  packed_prefill: bool = True) -> None:
         if scaffold not in ("training", "evaluation"):
             raise ValueError(f"unknown scaffold {scaffold!r}; choose 'training' or 'evaluation'")
-        if max_batch < 1 or prompt_cap < 1:
-            raise ValueError("max_batch and prompt_cap must be >= 1")
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or SamplingConfig()
+        if prompt_cap is None:  # the arm's context length (App. K), not the training driver's cap
+            prompt_cap = context_prompt_cap(model_context_length(model), self.sampling.max_new_tokens)
+        if max_batch < 1 or prompt_cap < 1:
+            raise ValueError("max_batch and prompt_cap must be >= 1")
         self.scaffold: Scaffold = scaffold
         self.name, self.max_batch, self.prompt_cap = name, max_batch, prompt_cap
         self.prompt_config = prompt_config
@@ -251,7 +283,8 @@ class HFAgent(Agent):
             out.append(AgentReply(text, input_tokens=len(ids), output_tokens=len(comp), latency_s=latency,
                                   extra={"prompt_ids": ids, "completion_ids": comp, "logprobs": lps,
                                          "finish_reason": "stop" if fin else "length",
-                                         "history_dropped": dropped}))
+                                         "history_dropped": dropped,
+                                         "prompt_capped": cap_bound(ids, dropped, self.prompt_cap)}))
         return out
 
     def generate_ids(self, prompts: Sequence[Sequence[int]], seed: int
@@ -457,4 +490,5 @@ def _common_prefix(a: Any, b: Any) -> int:
 
 
 __all__ = ["DEFAULT_PROMPT_CAP", "HISTORY_DROP_BLOCK", "GenerationStats", "HFAgent", "PrefixCache",
-           "PromptTruncationWarning", "fit_prompt"]
+           "PromptTruncationWarning", "cap_bound", "fit_prompt", "context_prompt_cap", "model_context_length",
+           "EVAL_CONTEXT_TOKENS", "TRAINING_PROMPT_CAP"]

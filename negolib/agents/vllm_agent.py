@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.agents.hf_agent import DEFAULT_PROMPT_CAP, fit_prompt
+from negolib.agents.hf_agent import EVAL_CONTEXT_TOKENS, cap_bound, context_prompt_cap, fit_prompt, model_context_length
 from negolib.chat_template import TurnTags, decode_turn, derive_turn_tags
 from negolib.env import PartyView
 from negolib.prompts import PromptConfig, Scaffold
@@ -40,7 +40,7 @@ class VLLMAgent(Agent):
     backend = "vllm"
 
     def __init__(self, model: Any, sampling: SamplingConfig | None = None, scaffold: Scaffold = "evaluation",
-                 name: str = "vllm", prompt_cap: int = DEFAULT_PROMPT_CAP,
+                 name: str = "vllm", prompt_cap: int | None = None,
                  prompt_config: PromptConfig | None = None, llm_kwargs: dict[str, Any] | None = None,
                  tokenizer: Any | None = None, **engine_kwargs: Any) -> None:
         if scaffold not in ("training", "evaluation"):
@@ -48,10 +48,14 @@ class VLLMAgent(Agent):
         self._vllm = import_vllm()
         self.sampling = sampling or SamplingConfig()
         self.scaffold: Scaffold = scaffold
-        self.name, self.prompt_cap, self.prompt_config = name, prompt_cap, prompt_config
+        self.name, self.prompt_config = name, prompt_config
         if isinstance(model, str):
             kw = {"logprobs_mode": "processed_logprobs", "seed": self.sampling.seed, **(llm_kwargs or {}),
                   **engine_kwargs}
+            if "max_model_len" not in kw:  # serve the evaluation context (App. K: 16k), or the model's if shorter
+                own = _declared_context(model)
+                if own is not None:
+                    kw["max_model_len"] = min(own, EVAL_CONTEXT_TOKENS)
             self.llm = self._vllm.LLM(model=model, **kw)
             self.model_name = model
         else:
@@ -59,6 +63,9 @@ class VLLMAgent(Agent):
             self.model_name = str(getattr(model, "model_name", "") or type(model).__name__)
         self.tokenizer = tokenizer if tokenizer is not None else self.llm.get_tokenizer()
         self.tags: TurnTags = derive_turn_tags(self.tokenizer, self.sampling.thinking, strict=False)
+        if prompt_cap is None:  # the arm's context length (the engine's), not the training driver's 2,048
+            prompt_cap = context_prompt_cap(engine_context(self.llm), self.sampling.max_new_tokens)
+        self.prompt_cap = prompt_cap
 
     def sampling_kwargs(self, seed: int | None = None) -> dict[str, Any]:
         """The exact ``SamplingParams`` arguments sent (neutral values for every other filter)."""
@@ -99,8 +106,31 @@ class VLLMAgent(Agent):
             replies.append(AgentReply(text, input_tokens=len(ids), output_tokens=len(comp), latency_s=latency,
                                       extra={"prompt_ids": ids, "completion_ids": comp, "logprobs": lps,
                                              "finish_reason": "stop" if fin else str(o.finish_reason or "length"),
-                                             "history_dropped": dropped}))
+                                             "history_dropped": dropped,
+                                             "prompt_capped": cap_bound(ids, dropped, self.prompt_cap)}))
         return replies
 
 
-__all__ = ["VLLMAgent", "VLLM_MISSING", "import_vllm"]
+def engine_context(llm: Any) -> int | None:
+    """The context length a vLLM engine serves (``max_model_len``), or None when it does not say."""
+    for path in (("llm_engine", "model_config", "max_model_len"), ("model_config", "max_model_len"),
+                 ("max_model_len",)):
+        v: Any = llm
+        for attr in path:
+            v = getattr(v, attr, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def _declared_context(model: str) -> int | None:
+    """The context length a model's config declares (None when it cannot be read here)."""
+    try:
+        from transformers import AutoConfig
+
+        return model_context_length(AutoConfig.from_pretrained(model, local_files_only=True))
+    except Exception:  # noqa: BLE001 - vLLM then chooses its own default
+        return None
+
+
+__all__ = ["VLLMAgent", "VLLM_MISSING", "engine_context", "import_vllm"]

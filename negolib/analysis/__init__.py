@@ -21,6 +21,7 @@ One module per concept:
 * :mod:`negolib.analysis.training`: per-run training summaries with FLOPs (App. D, I) and per-size compute
   (Table 8);
 * :mod:`negolib.analysis.design`: the evaluation scenario set's counts;
+* :mod:`negolib.analysis.serving`: per arm, the seller turns whose prompt cap bound;
 * :mod:`negolib.analysis.beyond`: the contrasts of notebook 9 (scripted baselines, turn order, fixed
   openings) and the runs with several seeds or the evaluation scaffold.
 """
