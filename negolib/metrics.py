@@ -13,9 +13,13 @@ Choices (ours):
   no-deal has no contract and therefore no welfare to sum; the paper's welfare deltas (Table 2)
   are over scenarios both arms closed, which a deal-only ratio restricted with
   ``restrict_both_closed`` reproduces exactly.
-* **Invalid-term and off-schema rates** are per named term (``n_invalid_terms / n_named_terms``):
-  the share of term entries in parsed actions that were unusable or off the schema.
-* **Accept-with-terms share** is over deals: the share of closing accepts that carried terms.
+* **Invalid-term rate** is per named term (``n_invalid_terms / n_named_terms``): the share of term
+  entries in parsed actions that were unusable.
+* **Off-schema share** is the paper's (App. A): the share of the terms *the seller* names in its
+  counters that are off the domain's schema (``n_seller_off_schema_terms / n_seller_named_terms``);
+  the buyer's terms and terms attached to accepts (which evaluation never applies) are not counted.
+* **Accept-with-terms share** is the paper's (App. A): the share of the *seller's* closing accepts
+  that carried terms (deals closed by the seller; the buyer's closing accepts are not counted).
 * **Bad-parse rates** are over all turns (both parties) and over the seller's own turns.
 * **Invalid-accept rate** is over the seller's own turns: the share that were an ACCEPT with no
   buyer COUNTER to accept (the fair-ACCEPT rule of :mod:`negolib.env`, ours). Such a turn is also
@@ -40,7 +44,8 @@ Column = str | Callable[[pd.DataFrame], np.ndarray] | None
 # Columns every SPEC 7 metric needs besides the key (arm, domain, seed, buyer).
 BASE_COLUMNS = ("score", "held_out", "deal", "seller_utility", "buyer_utility", "welfare", "turns",
                 "bad_parses", "seller_bad_parses", "seller_turns", "n_invalid_terms",
-                "n_off_schema_terms", "n_named_terms", "accept_with_terms", "seller_invalid_accepts")
+                "n_off_schema_terms", "n_named_terms", "accept_with_terms", "seller_invalid_accepts",
+                "closed_by", "n_seller_off_schema_terms", "n_seller_named_terms")
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,15 @@ def _as_float(col: str) -> Callable[[pd.DataFrame], np.ndarray]:
     return fn
 
 
+def _seller_close(df: pd.DataFrame) -> np.ndarray:
+    """1 for a deal the seller closed (its ACCEPT ended the episode), else 0."""
+    return (df["deal"].to_numpy().astype(bool) & (df["closed_by"].to_numpy() == "seller")).astype(float)
+
+
+def _seller_accept_with_terms(df: pd.DataFrame) -> np.ndarray:
+    return _seller_close(df) * df["accept_with_terms"].to_numpy().astype(float)
+
+
 def _build_metrics() -> dict[str, Metric]:
     ms = [
         Metric("score", "S", "score"),
@@ -180,10 +194,10 @@ def _build_metrics() -> dict[str, Metric]:
                "seller_turns"),
         Metric("invalid_term_rate", "invalid-term rate (per named term)", "n_invalid_terms",
                "n_named_terms"),
-        Metric("off_schema_rate", "off-schema rate (per named term)", "n_off_schema_terms",
-               "n_named_terms"),
-        Metric("accept_with_terms", "accept-with-terms share (of deals)", _as_float("accept_with_terms"),
-               _deal),
+        Metric("off_schema_rate", "off-schema share (of the terms the seller names)",
+               "n_seller_off_schema_terms", "n_seller_named_terms"),
+        Metric("accept_with_terms", "accept-with-terms share (of the seller's closing accepts)",
+               _seller_accept_with_terms, _seller_close),
     ]
     return {m.name: m for m in ms}
 
@@ -303,6 +317,11 @@ def synthetic_episodes(arms: Sequence[str], effects: Sequence[float] | None = No
             "n_named_terms": named,
         }))
     df = pd.concat(frames, ignore_index=True)
+    # derived without further draws (the random streams above stay as they were): the party to move last
+    # closed (the seller opens, so an odd turn count is the seller's accept); the seller names half the terms
+    df["closed_by"] = np.where(df["deal"], np.where(df["turns"] % 2 == 1, "seller", "buyer"), None)
+    df["n_seller_named_terms"] = df["n_named_terms"] // 2
+    df["n_seller_off_schema_terms"] = df["n_off_schema_terms"] // 2
     df["bad_parses"] = df["seller_bad_parses"] + rng.binomial(df["turns"] - df["seller_turns"], 0.01)
     df["reward"] = df["score"] - 0.05 * df["seller_bad_parses"] / df["seller_turns"]
     df["welfare"] = df["seller_utility"] + df["buyer_utility"]

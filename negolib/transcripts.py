@@ -556,6 +556,9 @@ def episodes_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         row["n_off_schema_terms"] = sum(len(t["off_schema_terms"]) for t in rec["turns"])
         row["n_named_terms"] = sum(len((t["action"] or {}).get("terms", [])) for t in rec["turns"])
         seller = [t for t in rec["turns"] if t["role"] == "seller"]
+        counters = [t for t in seller if (t["action"] or {}).get("action") == "COUNTER"]
+        row["n_seller_named_terms"] = sum(len(t["action"].get("terms", [])) for t in counters)
+        row["n_seller_off_schema_terms"] = sum(len(t["off_schema_terms"]) for t in counters)
         row["n_prompt_capped_turns"] = sum(bool(t.get("prompt_capped", False)) for t in seller)
         row["input_tokens"] = sum(t["input_tokens"] for t in rec["turns"])
         row["output_tokens"] = sum(t["output_tokens"] for t in rec["turns"])

@@ -30,7 +30,7 @@ def tiny() -> pd.DataFrame:
         ("X", "A", "d1", 1, False, True, 0.8, 0.4, 4, 2, 0, 1, False, 1, 0, 10),
         ("X", "B", "d1", 1, False, True, 0.6, 0.6, 6, 3, 1, 1, True, 0, 1, 10),
         ("X", "A", "car", 2, True, False, NAN, NAN, 24, 12, 2, 3, False, 2, 2, 20),
-        ("X", "B", "car", 2, True, True, 0.5, 0.3, 10, 5, 0, 0, False, 0, 0, 0),
+        ("X", "B", "car", 2, True, True, 0.5, 0.3, 10, 5, 0, 0, True, 0, 0, 0),
         ("Y", "A", "d1", 1, False, False, NAN, NAN, 24, 12, 0, 0, False, 0, 0, 4),
         ("Y", "B", "d1", 1, False, True, 0.9, 0.1, 2, 1, 1, 2, True, 1, 3, 4),
     ]
@@ -41,6 +41,11 @@ def tiny() -> pd.DataFrame:
     df["score"] = np.where(df["deal"], df["seller_utility"], -0.3)
     df["welfare"] = df["seller_utility"] + df["buyer_utility"]
     df["seller_invalid_accepts"] = [0, 1, 1, 0, 0, 0]
+    # who closed each deal (X's last deal: the buyer's accept, with terms), and the terms the seller named in
+    # its own counters (accepts' terms excluded) with how many of them were off the schema
+    df["closed_by"] = ["seller", "seller", None, "buyer", None, "seller"]
+    df["n_seller_named_terms"] = [6, 5, 12, 0, 2, 3]
+    df["n_seller_off_schema_terms"] = [1, 0, 2, 0, 0, 1]
     return df
 
 
@@ -59,8 +64,8 @@ def x(df: pd.DataFrame) -> pd.DataFrame:
     ("bad_parse_rate", 5 / 44),
     ("seller_bad_parse_rate", 3 / 22),
     ("invalid_term_rate", 3 / 40),
-    ("off_schema_rate", 3 / 40),
-    ("accept_with_terms", 1 / 3),
+    ("off_schema_rate", 3 / 23),  # the seller's named terms only (paper App. A), not 3 / 40 over both parties
+    ("accept_with_terms", 1 / 2),  # the seller's closing accepts only (paper App. A), not 2 / 3 of all deals
 ])
 def test_each_metric_on_hand_table(name: str, expected: float) -> None:
     assert metric_value(x(tiny()), METRICS[name]) == pytest.approx(expected, abs=1e-12)
@@ -144,3 +149,36 @@ def test_synthetic_table_has_the_episode_columns() -> None:
     t = arm_table(df)
     assert t.notna().all().all()
     assert ((df["score"] == -0.3) == ~df["deal"]).all()
+
+
+def test_paper_definitions_from_played_records() -> None:
+    """The episode table counts the seller's counter terms (not the buyer's, not an accept's) and who closed,
+    from transcript records: the accept-with-terms and off-schema shares are the paper's (App. A)."""
+    from negolib.env import EnvConfig, Episode
+    from negolib.scenarios import scenario_set
+    from negolib.transcripts import episodes_frame
+
+    def act(kind, **terms):
+        import json
+        return "ok\n" + json.dumps({"action": kind, "terms": [{"name": k, "value": v} for k, v in terms.items()]})
+
+    sc = scenario_set([1], ["car"])[0]
+    price = next(i.name for i in sc.domain.issues if i.name == "price")
+    recs = []
+    # seller counters (1 schema + 1 off-schema term), buyer counters with an off-schema term, seller accepts
+    # with terms (an off-schema one among them): seller-closed, with terms
+    ep = Episode(sc, EnvConfig(), "a")
+    ep.step(act("COUNTER", **{price: 50, "delivery_day": 3}))
+    ep.step(act("COUNTER", **{price: 40, "warranty_years": 2}))
+    ep.step(act("ACCEPT", **{price: 45, "extra_mats": True}))
+    recs.append(ep.record(arm="X", seller="X", buyer="b"))
+    # seller counters, buyer accepts with terms: buyer-closed (not one of the seller's closing accepts)
+    ep = Episode(sc, EnvConfig(), "b")
+    ep.step(act("COUNTER", **{price: 50}))
+    ep.step(act("ACCEPT", **{price: 49}))
+    recs.append(ep.record(arm="X", seller="X", buyer="b"))
+    df = episodes_frame(recs)
+    assert list(df["closed_by"]) == ["seller", "buyer"] and list(df["accept_with_terms"]) == [True, True]
+    assert list(df["n_seller_named_terms"]) == [2, 1] and list(df["n_seller_off_schema_terms"]) == [1, 0]
+    assert metric_value(df, METRICS["accept_with_terms"]) == pytest.approx(1.0)
+    assert metric_value(df, METRICS["off_schema_rate"]) == pytest.approx(1 / 3)
