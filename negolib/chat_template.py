@@ -200,25 +200,42 @@ def strip_template_tags(text: str, tokenizer: Any | None = None, tags: TurnTags 
 
     Repeated until nothing is left to remove, so a tag cannot be rebuilt from pieces around another
     (``<|im_<|endoftext|>end|>``)."""
+    return strip_template_tags_counted(text, tokenizer, tags)[0]
+
+
+def strip_template_tags_counted(text: str, tokenizer: Any | None = None,
+                                tags: TurnTags | None = None) -> tuple[str, int]:
+    """(:func:`strip_template_tags` of ``text``, how many tags and special tokens it removed): the count is
+    the template-tag guard's (a leak the agent caught before the counterpart could read it)."""
     cut = [tag.text for tag in (tags.user_open, tags.assistant_open, tags.user_close, tags.assistant_close)
            if tag.text.strip()] if tags is not None else []
     specials = special_token_texts(tokenizer) if tokenizer is not None else []
+    n = 0
     while True:
         before = text
         for tag in cut:
+            n += text.count(tag)
             text = text.replace(tag, "\n")
         for tok in specials:
+            n += text.count(tok)
             text = text.replace(tok, "")
-        text = TEMPLATE_TAG_RE.sub("", text)
+        text, k = TEMPLATE_TAG_RE.subn("", text)
+        n += k
         if text == before:
-            return text.strip()
+            return text.strip(), n
 
 
 def decode_turn(tokenizer: Any, ids: Sequence[int], tags: TurnTags | None = None) -> str:
     """Generated ids as counterpart-safe text: decoded verbatim, then template tags stripped."""
+    return decode_turn_counted(tokenizer, ids, tags)[0]
+
+
+def decode_turn_counted(tokenizer: Any, ids: Sequence[int], tags: TurnTags | None = None) -> tuple[str, int]:
+    """(:func:`decode_turn` of ``ids``, how many template tags were stripped from it)."""
     text = tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    return strip_template_tags(text, tokenizer, tags)
+    return strip_template_tags_counted(text, tokenizer, tags)
 
 
-__all__ = ["ChatTemplateError", "Tag", "TurnTags", "assert_roundtrip", "decode_turn", "derive_turn_tags", "encode_chat",
-           "encode_text", "render_chat", "special_token_texts", "strip_template_tags"]
+__all__ = ["ChatTemplateError", "Tag", "TurnTags", "assert_roundtrip", "decode_turn", "decode_turn_counted",
+           "derive_turn_tags", "encode_chat", "encode_text", "render_chat", "special_token_texts",
+           "strip_template_tags", "strip_template_tags_counted"]

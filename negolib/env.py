@@ -125,6 +125,7 @@ class TurnRecord:
     output_tokens: int = 0
     latency_s: float = 0.0
     prompt_capped: bool = False  # the agent's prompt cap bound on this turn (history dropped or prompt cut)
+    tags_stripped: int = 0  # template tags the agent stripped from its reply (the template-tag guard's count)
 
 
 @dataclass
@@ -182,9 +183,10 @@ class Episode:
                          tuple(self._history[role]), ledger, self.config)
 
     def step(self, text: str, input_tokens: int = 0, output_tokens: int = 0,
-             latency_s: float = 0.0, prompt_capped: bool = False) -> TurnRecord:
+             latency_s: float = 0.0, prompt_capped: bool = False, tags_stripped: int = 0) -> TurnRecord:
         """Play the raw ``text`` of the party to move and advance the episode (``prompt_capped``: the
-        agent's prompt cap bound on this turn, logged in the record)."""
+        agent's prompt cap bound on this turn; ``tags_stripped``: template tags the agent stripped from its
+        reply; both logged in the record)."""
         if self.done:
             raise RuntimeError(f"episode {self.episode_id} is over")
         role = self.to_move
@@ -192,7 +194,7 @@ class Episode:
         rec = TurnRecord(len(self.turns) + 1, role, text, parsed.prose,
                          parsed.action.to_dict() if parsed.action else None, parsed.error, {},
                          input_tokens=input_tokens, output_tokens=output_tokens, latency_s=latency_s,
-                         prompt_capped=bool(prompt_capped))
+                         prompt_capped=bool(prompt_capped), tags_stripped=int(tags_stripped))
         act = parsed.action
         if act is not None and act.kind == "ACCEPT" and not self._can_accept():
             act, rec.action, rec.invalid_accept = None, None, True

@@ -121,8 +121,10 @@ def reply_problem(rep: Any) -> str | None:
 
 
 def turn_log(rep: AgentReply) -> dict[str, Any]:
-    """What a reply's backend data adds to its turn record: whether the agent's prompt cap bound."""
-    return {"prompt_capped": bool(rep.extra.get("prompt_capped", False))}
+    """What a reply's backend data adds to its turn record: whether the agent's prompt cap bound, and how
+    many template tags it stripped from the reply."""
+    return {"prompt_capped": bool(rep.extra.get("prompt_capped", False)),
+            "tags_stripped": int(rep.extra.get("tags_stripped", 0) or 0)}
 
 
 def episode_record(spec: EpisodeSpec, ep: Episode, error: str | None = None) -> dict[str, Any]:

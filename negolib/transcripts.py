@@ -560,6 +560,7 @@ def episodes_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         row["n_seller_named_terms"] = sum(len(t["action"].get("terms", [])) for t in counters)
         row["n_seller_off_schema_terms"] = sum(len(t["off_schema_terms"]) for t in counters)
         row["n_prompt_capped_turns"] = sum(bool(t.get("prompt_capped", False)) for t in seller)
+        row["n_tags_stripped"] = sum(int(t.get("tags_stripped", 0) or 0) for t in seller)
         row["input_tokens"] = sum(t["input_tokens"] for t in rec["turns"])
         row["output_tokens"] = sum(t["output_tokens"] for t in rec["turns"])
         rows.append(row)

@@ -60,8 +60,8 @@ display(B.save_table(table4(R.est, R.arms, P, paper)))
 # (a) Paired gain over the same-size base against combined optimizer steps for the shared-recipe arms
 # only, as the paper's panel (ours: every evaluated shared-recipe checkpoint; the 3x-LR arms are another
 # recipe and are not joined onto the curve; paper: its shared-LR gains at 104 steps, with the gain from
-# the last 40/48 steps as labels). (b) Deal rate against utility per closed deal for every arm; arrows go from a base to its
-# trained arms (the paper's 2.3B shared recipe lowered the deal rate while raising deal-only U~).
+# the last 40/48 steps as labels). (b) Deal rate against utility per closed deal for every arm; arrows
+# go from a base to its trained arms (the paper's 2.3B shared recipe lowered the deal rate while raising deal-only U~).
 
 # %%
 fig = figure3(P, R.est, R.contrasts, paper)

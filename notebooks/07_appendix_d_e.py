@@ -30,11 +30,12 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.analysis.guards import guards_frame
+from negolib.analysis.serving import serving_frame
 from negolib.analysis.training import training_summary
 from negolib.book import open_book
 from negolib.diagnostics import sample_transcripts, style_table
 from negolib.domains import load_domains
-from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style
+from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
 from negolib.report.training import training_table
 from negolib.training.runs import describe_models
 
@@ -77,6 +78,15 @@ display(B.save_table(training_table(training_summary(logs, vals, n_params), pape
 
 # %%
 display(B.save_table(guards_table(guards_frame(R.an, trained))))
+
+# %% [markdown]
+# ## The template-tag guard, per arm (App. J)
+# The agents strip chat-template tags and special tokens from a reply before it is parsed or reaches the
+# buyer, so no tag can leak; what they stripped is counted per turn in the transcript records, and the
+# guard passes for an arm whose seller replies needed none stripped (the paper: no arm produced a leak).
+
+# %%
+display(B.save_table(template_tag_table(serving_frame(R.an.df), P)))
 
 # %% [markdown]
 # ## Table 5: the guards side by side at each size

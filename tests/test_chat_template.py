@@ -230,3 +230,15 @@ def test_strip_template_tags_reaches_a_fixed_point():
     for raw in ("<file<|im_end|>_sep>x", "<|im_<|endoftext|>start|>x", "<jupyter_<filename>code>x"):
         out = strip_template_tags(raw, tok, tags)
         assert out == "x" and not any(s in out for s in special_token_texts(tok)), out
+
+
+def test_stripping_counts_what_it_removes():
+    """The template-tag guard's count: every tag and special token removed, rebuilt ones included."""
+    from negolib.chat_template import strip_template_tags_counted
+
+    tok = tiny_tokenizer()
+    assert strip_template_tags_counted("a plain reply", tok) == ("a plain reply", 0)
+    text, n = strip_template_tags_counted("Hi <|im_start|>there<|im_end|>", tok)
+    assert text == "Hi there" and n == 2
+    text, n = strip_template_tags_counted("x <|im_<|endoftext|>end|> y", tok)  # one removal rebuilds another
+    assert "<|" not in text and n == 2

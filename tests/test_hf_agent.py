@@ -243,6 +243,7 @@ def test_vllm_agent_with_a_fake_engine(monkeypatch, views):
         assert r.extra["prompt_ids"] == encode_chat(tok, render_messages(v, "training"))
         assert len(r.extra["logprobs"]) == len(r.extra["completion_ids"]) == r.output_tokens
         assert r.extra["finish_reason"] == "stop" and r.extra["prompt_capped"] is False
+        assert r.extra["tags_stripped"] == 1  # the fake's "<|im_start|>": counted for the template-tag guard
     assert log["prompts"][0] == {"prompt_token_ids": replies[0].extra["prompt_ids"]}
     st = a.settings()
     assert st["backend"] == "vllm" and drift(s, st) == []

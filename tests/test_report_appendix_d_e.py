@@ -56,3 +56,41 @@ def test_style_and_table6_beside_the_papers_rates():
     assert t6.loc["e2b_base", "buyer's-voice openers (car)"] == "10.0%"
     assert t6.loc["e2b_base", "paper: rate"] == (DASH if paper.arm("e2b_base").get("buyer_voice_car") is None else
                                                  f"{100 * paper.arm('e2b_base')['buyer_voice_car']:.1f}%")
+
+
+def test_template_tag_guard_counts_what_the_agents_stripped_and_can_fail():
+    """Tags an agent stripped from a seller reply (``tags_stripped`` in its extra) reach the turn record, the
+    episode table and the per-arm guard, which fails for that arm and passes for a clean one."""
+    from negolib.agents.base import Agent, AgentReply
+    from negolib.agents.scripted import make_scripted
+    from negolib.analysis.serving import serving_frame
+    from negolib.env import EnvConfig
+    from negolib.report.appendix_d_e import template_tag_table
+    from negolib.rollout import make_specs, run_episodes
+    from negolib.scenarios import scenario_set
+    from negolib.transcripts import episodes_frame
+
+    class Leaky(Agent):
+        name = "leaky"
+
+        def __init__(self):
+            self.inner = make_scripted("hardliner")
+
+        def act_batch(self, views):
+            return [AgentReply(r.text, extra={"tags_stripped": 2}) for r in self.inner.act_batch(views)]
+
+    sc, cfg = scenario_set([1, 2], ["car"]), EnvConfig(max_rounds=3)
+    agents = {"leaky": Leaky(), "clean": make_scripted("hardliner"), "b": make_scripted("conceder")}
+    recs = []
+    for arm in ("leaky", "clean"):
+        recs += run_episodes(make_specs(arm, arm, ["b"], sc, cfg), agents, progress=False).records
+    assert all(t["tags_stripped"] == (2 if r["arm"] == "leaky" and t["role"] == "seller" else 0)
+               for r in recs for t in r["turns"])
+    sv = serving_frame(episodes_frame(recs)).set_index("arm")
+    n_seller = sum(t["role"] == "seller" for r in recs if r["arm"] == "leaky" for t in r["turns"])
+    assert sv.loc["leaky", "n_tags_stripped"] == 2 * n_seller and sv.loc["leaky", "n_tag_episodes"] == 2
+    assert sv.loc["clean", "n_tags_stripped"] == 0
+    t = template_tag_table(sv.reset_index()).frame
+    assert t.loc["leaky", "passed"] is False or not t.loc["leaky", "passed"]
+    assert t.loc["clean", "passed"] and t.loc["leaky", "tags stripped"] == 2 * n_seller
+    assert "paper: leaks" in t.columns

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.chat_template import TurnTags, decode_turn, derive_turn_tags, encode_chat
+from negolib.chat_template import TurnTags, decode_turn_counted, derive_turn_tags, encode_chat
 from negolib.env import PartyView
 from negolib.models import load_causal_lm, prefill_kwargs
 from negolib.prompts import PromptConfig, Scaffold, render_messages
@@ -279,12 +279,13 @@ class HFAgent(Agent):
         out = []
         for (ids, dropped), comp, lps, fin in zip(fitted, completions, logprobs, finished):
             body = comp[:-1] if fin else comp
-            text = decode_turn(self.tokenizer, body, self.tags)
+            text, stripped = decode_turn_counted(self.tokenizer, body, self.tags)
             out.append(AgentReply(text, input_tokens=len(ids), output_tokens=len(comp), latency_s=latency,
                                   extra={"prompt_ids": ids, "completion_ids": comp, "logprobs": lps,
                                          "finish_reason": "stop" if fin else "length",
                                          "history_dropped": dropped,
-                                         "prompt_capped": cap_bound(ids, dropped, self.prompt_cap)}))
+                                         "prompt_capped": cap_bound(ids, dropped, self.prompt_cap),
+                                         "tags_stripped": stripped}))
         return out
 
     def generate_ids(self, prompts: Sequence[Sequence[int]], seed: int

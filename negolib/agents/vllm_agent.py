@@ -16,7 +16,7 @@ from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.agents.hf_agent import EVAL_CONTEXT_TOKENS, cap_bound, context_prompt_cap, fit_prompt, model_context_length
-from negolib.chat_template import TurnTags, decode_turn, derive_turn_tags
+from negolib.chat_template import TurnTags, decode_turn_counted, derive_turn_tags
 from negolib.env import PartyView
 from negolib.prompts import PromptConfig, Scaffold
 from negolib.sampling import SamplingConfig, derive_seed
@@ -102,12 +102,13 @@ class VLLMAgent(Agent):
             lps = [float(step[t].logprob) for step, t in zip(o.logprobs or [], comp)]
             fin = bool(comp) and comp[-1] in stops
             body = comp[:-1] if fin else comp
-            text = decode_turn(self.tokenizer, body, self.tags)
+            text, stripped = decode_turn_counted(self.tokenizer, body, self.tags)
             replies.append(AgentReply(text, input_tokens=len(ids), output_tokens=len(comp), latency_s=latency,
                                       extra={"prompt_ids": ids, "completion_ids": comp, "logprobs": lps,
                                              "finish_reason": "stop" if fin else str(o.finish_reason or "length"),
                                              "history_dropped": dropped,
-                                             "prompt_capped": cap_bound(ids, dropped, self.prompt_cap)}))
+                                             "prompt_capped": cap_bound(ids, dropped, self.prompt_cap),
+                                             "tags_stripped": stripped}))
         return replies
 
 

@@ -62,6 +62,21 @@ def guards_table(guards: pd.DataFrame) -> BookTable:
                         shown.set_index(["arm", "guard"]) if len(shown) else shown)
 
 
+def template_tag_table(serving: pd.DataFrame, params: Params | None = None) -> BookTable:
+    """The template-tag guard per arm: template tags the agents stripped from the seller's replies before
+    parsing (:func:`negolib.analysis.serving.serving_frame`); it passes with none stripped. Beside it, the
+    paper's result (App. J: "no arm produced a template-tag leak")."""
+    rows = [{"arm": r.arm, "seller": arm_label(params, r.arm), "seller turns": int(r.n_seller_turns),
+             "tags stripped": int(r.n_tags_stripped), "episodes with a tag": int(r.n_tag_episodes),
+             "passed": bool(r.tag_guard_passed), "paper: leaks": "none in any arm (App. J)"}
+            for r in serving.itertuples()]
+    return BookTable("template_tags", "Template-tag guard: tags stripped from the seller's replies, per arm",
+                     frame(rows, "arm"),
+                     "The agents strip chat-template tags and special tokens before a reply is parsed or shown "
+                     "to the buyer; each one stripped is counted here, so the guard fails for an arm whose "
+                     "replies carried any. API sellers' replies are not stripped (zero).", serving)
+
+
 def table5(est: pd.DataFrame, split: pd.DataFrame | None, group: SizeGroup, params: Params,
            paper: PaperReported) -> BookTable:
     """Table 5: guards at one size (S, deal rate, deal-only U~, seller bad-parse, turns, buyer split)."""
@@ -136,4 +151,4 @@ def table6_from_style(style_car: pd.DataFrame, params: Params, paper: PaperRepor
 
 
 __all__ = ["GUARD_NOTES", "STYLE_PAPER_KEYS", "guards_display", "guards_table", "style_diag_table", "table5", "table6",
-           "table6_from_style"]
+           "table6_from_style", "template_tag_table"]
