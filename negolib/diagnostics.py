@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from negolib.domains import Domain, Issue, get_domain
+from negolib.domains import Domain, Issue, get_domain, load_domains
 from negolib.env import opening_score
 from negolib.metrics import Metric, deal_only, get_metric, metric_value
 from negolib.scenarios import Scenario, make_scenario
@@ -710,7 +710,35 @@ def sample_transcripts(records: Iterable[Record], arm: str, n: int, seed: int,
     return pd.DataFrame(rows, columns=KEY_COLS + ["status", "score", "turns", "transcript"])
 
 
-__all__ = ["named_schema_terms", "openings_frame", "openings_table", "decomposition_columns",
+HAND_READ_PER_FAMILY = 5
+"""Transcripts read by hand per trained arm per domain family (App. E: "five transcripts per RL'd arm per
+domain family are read by hand")."""
+
+
+def domain_family(domain: str) -> str:
+    """The domain family a domain belongs to: ``"held-out"`` (the withheld domain) or ``"training"`` (the
+    eight training domains). Ours: the paper names no other grouping of its domains."""
+    dom = load_domains().get(domain)
+    return "held-out" if dom is not None and dom.held_out else "training"
+
+
+def hand_read_sample(records: Iterable[Record], arm: str, seed: int, per_family: int = HAND_READ_PER_FAMILY,
+                     max_chars: int = 400) -> pd.DataFrame:
+    """The hand-read guard's sample of ``arm``: ``per_family`` seeded episodes (:func:`sample_transcripts`)
+    from each domain family (:func:`domain_family`), with a ``family`` column, training family first."""
+    recs = [r for r in records if r["arm"] == arm]
+    families: dict[str, list[str]] = {}
+    for d in sorted({r["domain"] for r in recs}):
+        families.setdefault(domain_family(d), []).append(d)
+    parts = [sample_transcripts(recs, arm, per_family, seed, only_domains=families[f], max_chars=max_chars)
+             .assign(family=f) for f in ("training", "held-out") if f in families]
+    cols = ["family", *KEY_COLS, "status", "score", "turns", "transcript"]
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+__all__ = ["HAND_READ_PER_FAMILY", "domain_family", "hand_read_sample",
+           "named_schema_terms", "openings_frame", "openings_table", "decomposition_columns",
            "DECOMPOSITION_METRICS", "decomposition_table", "opener", "starts_with_i_appreciate",
            "json_fragments", "has_json_leak", "PLACEHOLDER_RE", "find_placeholders", "BUYER_VOICE_PATTERNS",
            "buyer_voice_matches", "is_buyer_voice", "seller_turns_frame", "opener_concentration",

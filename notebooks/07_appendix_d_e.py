@@ -33,7 +33,7 @@ from negolib.analysis.guards import guards_frame
 from negolib.analysis.serving import serving_frame
 from negolib.analysis.training import training_summary
 from negolib.book import open_book
-from negolib.diagnostics import sample_transcripts, style_table
+from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
 from negolib.domains import load_domains
 from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
 from negolib.report.training import training_table
@@ -120,14 +120,16 @@ display(B.save_table(style_diag_table(style_table(records) if records else pd.Da
 
 # %% [markdown]
 # ## Transcripts of every trained arm (the hand-read guard)
-# A seeded sample per trained arm (the paper read five per arm and domain family). Each shows the
-# prose the counterpart read and the parsed action of every turn, then the final ledger.
+# As the paper: five seeded transcripts per trained arm per domain family, the family being the eight
+# training domains or the held-out car domain (our reading; the paper names no other grouping). Each shows
+# the prose the counterpart read and the parsed action of every turn, then the final ledger.
 
 # %%
 for arm, _ in trained:
-    sample = sample_transcripts(records, arm, n=2, seed=P.seed, max_chars=300)
+    sample = hand_read_sample(records, arm, seed=P.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300)
     for row in sample.itertuples():
-        print(f"=== {arm} | {row.domain} | seed {row.seed} | {row.buyer}: {row.status}, S = {row.score:.3f}")
+        print(f"=== {arm} | {row.family} | {row.domain} | seed {row.seed} | {row.buyer}: {row.status}, "
+              f"S = {row.score:.3f}")
         print(row.transcript[:3000], "\n")
 if not trained:
     print("no trained arm evaluated in this profile")

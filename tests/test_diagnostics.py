@@ -450,3 +450,21 @@ def test_rolling_step_means_start_after_a_full_window():
     assert rolling_step_means(pd.DataFrame(), window=3).empty
     with pytest.raises(ValueError):
         rolling_step_means(log, window=0)
+
+
+def test_hand_read_sample_is_five_per_arm_per_domain_family():
+    """The hand-read guard reads five transcripts per trained arm per domain family (App. E): five from the
+    training domains and five from the held-out domain, seeded, never another arm's."""
+    from negolib.diagnostics import HAND_READ_PER_FAMILY, domain_family, hand_read_sample
+
+    assert HAND_READ_PER_FAMILY == 5
+    train = next(n for n, d in DOMAINS.items() if not d.held_out and "price" in {i.name for i in d.issues})
+    assert domain_family("car") == "held-out" and domain_family(train) == "training"
+    recs = [play(make_scenario(DOMAINS[d], s), _talk(f"Offer {s}."), accept(), arm="a")
+            for d in ("car", train) for s in range(5_000_000, 5_000_008)]
+    recs.append(play(car(), _talk("Other arm."), accept(), arm="other"))
+    sample = hand_read_sample(recs, "a", seed=3)
+    assert list(sample["family"]) == ["training"] * 5 + ["held-out"] * 5
+    assert set(sample.loc[sample["family"] == "held-out", "domain"]) == {"car"} and set(sample["arm"]) == {"a"}
+    assert sample.equals(hand_read_sample(list(reversed(recs)), "a", seed=3))
+    assert len(hand_read_sample(recs, "a", seed=3, per_family=20)) == 16 and hand_read_sample(recs, "zzz", 0).empty

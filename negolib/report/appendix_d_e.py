@@ -20,7 +20,7 @@ from negolib.stats import estimate_lookup
 
 GUARD_NOTES = {"seller_bad_parse_rate": "over the seller's own turns",
                "invalid_accept_rate": "ACCEPTs with no buyer COUNTER to accept, over the seller's own turns",
-               None: "read sample_transcripts(...) in the book"}
+               None: "read hand_read_sample(...) in the book: 5 per arm per domain family"}
 
 
 def _limit(v: float) -> str:
