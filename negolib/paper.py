@@ -13,6 +13,14 @@ from typing import Any
 from negolib.files import load_yaml
 from negolib.formatting import DASH
 
+PRINTED_MARKS: dict[tuple[str, ...], str] = {
+    # Table 2/9, 2.3B 3x LR, delta buyer U~: printed -0.011 [-0.022, -0.000] with an ``e``; the upper bound
+    # rounds to zero, so re-deriving the mark from the rounded interval would lose it.
+    ("table2", "lr3", "E2B", "d_buyer_utility"): "e",
+}
+"""Marks the paper printed on intervals whose transcribed bounds round to zero (where the mark cannot be
+read back from the rounded numbers), by the value's path in ``paper_reported.yaml``."""
+
 
 @dataclass(frozen=True)
 class PaperReported:
@@ -29,6 +37,21 @@ class PaperReported:
                 return default
             cur = cur[k]
         return cur
+
+    def mark(self, *keys: str) -> str:
+        """The significance mark the paper printed on the interval at ``keys`` (``"*"``, ``"e"`` or ``""``):
+        a transcribed ``<key>_mark`` beside it, else :data:`PRINTED_MARKS`, else ``"e"`` when the printed
+        interval excludes zero (only where no bound rounds to zero; such a cell needs a printed mark)."""
+        *parent, key = keys
+        printed = self.get(*parent, f"{key}_mark")
+        if printed is not None:
+            return str(printed)
+        if tuple(keys) in PRINTED_MARKS:
+            return PRINTED_MARKS[tuple(keys)]
+        v = self.get(*keys)
+        if isinstance(v, (list, tuple)) and len(v) == 3 and all(isinstance(x, (int, float)) for x in v):
+            return "e" if (v[1] > 0 or v[2] < 0) else ""
+        return ""
 
     def arm(self, ref: str | None) -> dict[str, Any]:
         """The paper's numbers for one of its 21 arms (empty when ``ref`` is None or unknown)."""
@@ -55,4 +78,4 @@ def load_paper_reported(path: str | Path) -> PaperReported:
     return PaperReported(data, path)
 
 
-__all__ = ["PaperReported", "load_paper_reported"]
+__all__ = ["PRINTED_MARKS", "PaperReported", "load_paper_reported"]

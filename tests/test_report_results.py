@@ -86,3 +86,30 @@ def test_figure2_draws_ours_beside_the_papers(setup):
     fig2 = figure2(p, est, con, paper)
     titles = [ax.get_title() for ax in fig2.axes]
     assert any("ours" in t for t in titles) and any("paper (reported)" in t for t in titles)
+
+
+def test_table2_shows_the_papers_marks_as_printed(setup):
+    """The paper printed ``e`` on 2.3B 3x LR delta buyer U~ (-0.011 [-0.022, -0.000]); its upper bound rounds
+    to zero, so a mark re-derived from the rounded interval would drop it: the book shows the printed mark."""
+    p, paper, _, _, _ = setup
+    assert paper.get("table2", "lr3", "E2B", "d_buyer_utility") == [-0.011, -0.022, -0.0]
+    assert paper.mark("table2", "lr3", "E2B", "d_buyer_utility") == "e"
+    t9 = table2(pd.DataFrame(), None, p, paper, with_ci=True).frame
+    assert t9.loc[("3× LR", "Gemma 4 E2B (2.3B)"), "paper: Δ buyer U~"].startswith("-0.011e [")
+    assert table2(pd.DataFrame(), None, p, paper).frame.loc[("3× LR", "Gemma 4 E2B (2.3B)"),
+                                                            "paper: Δ buyer U~"] == "-0.011e"
+    assert paper.mark("table2", "shared", "E2B", "d_welfare") == ""  # [+0.011, -0.003, +0.026]: as printed
+    assert paper.mark("table1", "E2B", "lr3_minus_base") == "e"  # a transcribed mark is read as it stands
+
+
+def test_every_paper_interval_with_a_zero_bound_has_its_printed_mark(setup):
+    """No paper mark is re-derived from a bound that rounds to zero: each such interval of Table 2/9 has its
+    printed mark (beside it in paper_reported.yaml, or in negolib.paper.PRINTED_MARKS)."""
+    from negolib.paper import PRINTED_MARKS
+
+    _, paper, _, _, _ = setup
+    for role, sizes in (paper.get("table2") or {}).items():
+        for size, vals in sizes.items():
+            for key, v in vals.items():
+                if isinstance(v, list) and len(v) == 3 and 0.0 in (v[1], v[2]):
+                    assert f"{key}_mark" in vals or ("table2", role, size, key) in PRINTED_MARKS, (role, size, key)

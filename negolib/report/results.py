@@ -106,11 +106,11 @@ def table2(decomp: pd.DataFrame, opens: Mapping[str, float] | None, params: Para
                 lo, hi = (r["ci_low"], r["ci_high"]) if with_ci else (None, None)
                 return fmt_ci(r["estimate"], lo, hi, 3, signed=True, mark=r.get("mark", ""))
 
-            def pcell(key: str, p: Mapping = p) -> str:
+            def pcell(key: str, p: Mapping = p, role: str = role, size: str = g.paper) -> str:
                 v = p.get(key)
                 if v is None:
                     return DASH
-                mark = "e" if (v[1] > 0 or v[2] < 0) else ""
+                mark = paper.mark("table2", role, size, key)  # as printed, not re-derived from rounded bounds
                 return fmt_ci(v[0], v[1] if with_ci else None, v[2] if with_ci else None, 3, signed=True, mark=mark)
 
             ob, oa = (opens or {}).get(g.base), (opens or {}).get(arm)
