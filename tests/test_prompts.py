@@ -83,6 +83,8 @@ def test_private_brief(long_episode, scaffold, role_turn):
             assert f"you prefer {'yes' if pref else 'no'}." in body.split(f"- {issue.name}:")[1][:300]
     res = round(100 * prefs.reservation)
     assert f"any deal that gives you at least {res}% of your best possible value beats no deal" in body.lower()
+    # the paper's wording only (§3: "any deal above its reservation value beats no deal"): no push to aim higher
+    assert "aim well above" not in body.lower() and "walking away." in body
     other_role = "buyer" if v.role == "seller" else "seller"
     assert dom.briefs[other_role] not in body  # never the counterpart's brief
 
