@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pareto.py
 	$(BIN)/python benchmarks/bench_rollout.py
 	$(BIN)/python benchmarks/bench_transcripts.py
+	$(BIN)/python benchmarks/bench_analysis.py
 	$(BIN)/python benchmarks/bench_learning.py --quick
 
 lab: $(STAMP)

@@ -261,7 +261,9 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     ap.add_argument("--smoke", action="store_true", help="7 arms, 4 seeds x 3 domains, 200 / 1,000 resamples")
     ap.add_argument("--repeats", type=int, default=2, help="full analyses (B), each between two baselines (A)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="", help="keep the transcripts and tables here (default: a temp folder)")
+    ap.add_argument("--out", default="", help="keep the transcripts and tables here (default: a temp folder); "
+                    "transcripts already there are reused")
+    ap.add_argument("--profile", default="", help="write a cProfile of the last analysis run to this file")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         book = open_book(PAPER, args.out or tmp)
@@ -273,9 +275,14 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
             refine_resamples = 1_000
             book.params = P = _with_stats(P, 200, refine_resamples)
         t0 = time.perf_counter()
-        n = write_transcripts(book, arms, n_seeds, domains, args.seed)
+        if args.out and book.paths.transcripts.exists():  # a kept set (same flags): read it again
+            with open(book.paths.transcripts, "rb") as fh:
+                n = sum(1 for _ in fh)
+            verb = "reusing"
+        else:
+            n, verb = write_transcripts(book, arms, n_seeds, domains, args.seed), "wrote"
         size = book.paths.transcripts.stat().st_size
-        print(f"wrote {n} records ({len(arms)} arms x {n // len(arms)} episodes, {size / 1e6:.0f} MB) through "
+        print(f"{verb} {n} records ({len(arms)} arms x {n // len(arms)} episodes, {size / 1e6:.0f} MB) through "
               f"TranscriptStore in {time.perf_counter() - t0:.1f} s; {P.statistics.n_resamples} resamples, "
               f"re-runs at {refine_resamples}")
         _pin_torch()
@@ -293,8 +300,17 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         for _ in range(max(1, args.repeats)):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                stages, out = run_analysis(book, refine_resamples)
+                if args.profile:
+                    import cProfile
+
+                    prof = cProfile.Profile()
+                    stages, out = prof.runcall(run_analysis, book, refine_resamples)
+                    prof.dump_stats(args.profile)
+                else:
+                    stages, out = run_analysis(book, refine_resamples)
             runs.append(stages)
+            print(f"run {len(runs)}: {sum(stages.values()):.1f} s (" +
+                  ", ".join(f"{k} {v:.1f}" for k, v in stages.items()) + ")", flush=True)
             baseline()
         totals = [sum(r.values()) for r in runs]
         for s in STAGES:
