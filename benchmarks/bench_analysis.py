@@ -77,6 +77,13 @@ def _pin_torch() -> None:
         torch.set_num_threads(1)
 
 
+def paper_arms(params: Any) -> list[str]:
+    """The paper's 21 arms: every arm of the design's size groups and its frontier sellers, in profile order
+    (limitation arms a profile adds beyond the paper's design are left out)."""
+    design = {a for g in params.design.sizes for a in (g.base, g.shared_early, g.shared, g.lr3, g.lr10, *g.extra) if a}
+    return [a for a in params.arms if a in design | set(params.design.frontier)]
+
+
 def arm_profile(params: Any, arm: str) -> tuple[np.ndarray, float]:
     """(weights over :data:`SELLER_POOL`, seller bad-parse rate) of one arm: trained arms lean to the
     tougher strategies, larger sizes more, bases of small sizes parse worst."""
@@ -268,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     with tempfile.TemporaryDirectory() as tmp:
         book = open_book(PAPER, args.out or tmp)
         P = book.params
-        arms, n_seeds, domains = list(P.arms), P.evaluation.seeds_per_domain, P.evaluation.domains
+        arms, n_seeds, domains = paper_arms(P), P.evaluation.seeds_per_domain, P.evaluation.domains
         refine_resamples = P.statistics.refine_resamples
         if args.smoke:
             arms, n_seeds, domains = list(SMOKE_ARMS), 4, ["car", "acquisition", "commercial_lease"]
