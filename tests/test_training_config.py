@@ -102,3 +102,22 @@ def test_vllm_server_mode_reaches_trl_config(tmp_path):
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://127.0.0.1:8000"
     colocated = build_grpo_args(TrainConfig(), tmp_path, cuda=False, backend="vllm", stop_ids=[2])
     assert colocated.vllm_mode == "colocate" and colocated.vllm_gpu_memory_utilization == 0.45
+
+
+def test_tensor_parallel_size_field_reaches_the_grpo_args(tmp_path):
+    """Table 8's train tensor-parallel degree (4 for 31B) is a TrainConfig field with help, validated, read
+    from a profile mapping, and passed where the GRPO args are built (vLLM's tensor parallel size)."""
+    import dataclasses
+
+    pytest.importorskip("trl")
+    from negolib.training.grpo import build_grpo_args
+
+    f = {x.name: x for x in dataclasses.fields(TrainConfig)}["tensor_parallel_size"]
+    assert f.default == 1 and "Table 8" in f.metadata["help"] and "31B" in f.metadata["help"]
+    assert TrainConfig.from_params({"tensor_parallel_size": 4}).tensor_parallel_size == 4
+    with pytest.raises(ValidationError, match="tensor_parallel_size"):
+        TrainConfig(tensor_parallel_size=0)
+    args = build_grpo_args(TrainConfig(tensor_parallel_size=4), tmp_path, cuda=False, backend="vllm", stop_ids=[2])
+    assert args.vllm_tensor_parallel_size == 4
+    one = build_grpo_args(TrainConfig(), tmp_path, cuda=False, backend="vllm", stop_ids=[2])
+    assert one.vllm_tensor_parallel_size == 1

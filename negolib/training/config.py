@@ -94,6 +94,13 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = 0.45  # Table 8: 0.45 / 0.40 / 0.35 / 0.30 by size
     vllm_mode: Literal["colocate", "server"] = "colocate"  # server: generation on `trl vllm-serve` GPUs
     vllm_server_base_url: str | None = None  # e.g. http://gen-node:8000 (server mode only)
+    tensor_parallel_size: int = field(
+        default=1,
+        metadata={"help": "Tensor-parallel degree of the run (Table 8: 1 / 1 / 1 / 4 for 2.3B / 4.5B / 12B / "
+                          "31B): the colocated vLLM generation engine shards the policy over this many devices "
+                          "(TRL's vllm_tensor_parallel_size; in server mode pass it to `trl vllm-serve`). "
+                          "The world size must be a multiple of it."},
+    )  # Table 8 "Train tensor-parallel degree": 4 for 31B, 1 otherwise
     gradient_checkpointing: bool = False
     # -- LoRA via peft, for sizes whose full fine-tuning does not fit one device (ours) ----------
     lora_rank: int = 0  # 0: full fine-tuning (the paper's recipe); > 0: LoRA adapters of this rank
@@ -116,6 +123,7 @@ class TrainConfig:
             "top_k",
             "train_seeds_per_domain",
             "validation_seeds_per_domain",
+            "tensor_parallel_size",
         )
         for name in positive:
             if getattr(self, name) < 1:

@@ -557,6 +557,7 @@ def build_grpo_args(config: TrainConfig, ckpt_dir: Path, cuda: bool, backend: st
             vllm_mode=config.vllm_mode,
             vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             vllm_max_model_length=config.max_context_tokens,
+            vllm_tensor_parallel_size=config.tensor_parallel_size,
             generation_kwargs={"stop_token_ids": list(stop_ids)},
         )
         if config.vllm_mode == "server" and config.vllm_server_base_url:
