@@ -84,6 +84,14 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def function_tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """One tool as an OpenAI-style function schema (strict: no other arguments), the shape every game's tools use."""
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required,
+                       "additionalProperties": False}}}
+
+
 def reply_turn(reply: AgentReply) -> str | StructuredTurn:
     """What an environment steps for ``reply``: a structured turn when it carries tool calls, else its text."""
     if "tool_calls" in reply.extra:

@@ -230,6 +230,10 @@ class Episode:
             seller_offer=self.standing["seller"], buyer_offer=self.standing["buyer"],
         )
 
+    def where(self) -> str:
+        """Where the episode stands, for error texts: ``tier|seed turn N (role)``."""
+        return f"{self.scenario.key} turn {len(self.turns) + 1} ({self.to_move})"
+
     def record(self, **extra: Any) -> dict[str, Any]:
         """The JSON-ready record: scenario, status (``running``, ``deal``, ``no_deal``), config, turns, outcome."""
         s, out = self.scenario, self.outcome

@@ -1,10 +1,10 @@
 """Batched play of bilateral price bargaining: many episodes advance together, one agent call per wave and role.
 
 Contract: :func:`play_episodes` plays one seller against one buyer on every scenario and returns one JSON-ready
-record per scenario, in order. Each wave gathers every live episode's pending turn for an agent into one
-``act_batch`` call. A reply carrying ``extra["tool_calls"]`` is a structured turn (message = its text), else its
-text is parsed. A failure (the agent raising or answering badly for a view, the environment raising) ends only
-that episode, as a record with status ``error`` and ``error`` saying where; the other episodes play on.
+record per scenario, in order, through the games' shared wave loop (:func:`negolib.games.waves.play_records`).
+A reply carrying ``extra["tool_calls"]`` is a structured turn (message = its text), else its text is parsed
+(:func:`negolib.games.toolcalls.reply_turn`). A failure ends only that episode, as a record with status
+``error`` and ``error`` saying where; the other episodes play on.
 """
 
 from __future__ import annotations
@@ -12,20 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from negolib.agents.base import AgentReply
 from negolib.games.bilateral.env import BilateralConfig, Episode
-from negolib.games.bilateral.protocol import StructuredTurn
 from negolib.games.bilateral.scenarios import BilateralScenario
-from negolib.rollout import act_contained, error_text, reply_problem
-
-
-def reply_turn(reply: AgentReply) -> str | StructuredTurn:
-    """What the environment steps for ``reply``: a structured turn when it carries tool calls, else its text."""
-    if "tool_calls" in reply.extra:
-        return StructuredTurn(reply.text, reply.extra["tool_calls"] or ())
-    return reply.text
+from negolib.games.toolcalls import reply_turn
+from negolib.games.waves import play_records
 
 
 def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[BilateralScenario],
@@ -33,55 +23,8 @@ def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[BilateralScenario
                   **extra: Any) -> list[dict[str, Any]]:
     """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
     cfg = config or BilateralConfig()
-    names = {"seller": getattr(seller, "name", "seller"), "buyer": getattr(buyer, "name", "buyer")}
-    agents = {"seller": seller, "buyer": buyer}
     episodes = [Episode(sc, cfg, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
-    errors: dict[int, str] = {}
-    live = list(range(len(episodes)))
-    bar = tqdm(total=len(episodes), desc="episodes", unit="ep", disable=not progress, leave=False)
-    try:
-        while live:
-            groups: dict[str, list[int]] = {"seller": [], "buyer": []}
-            views: dict[int, Any] = {}
-            for i in live:
-                ep = episodes[i]
-                try:
-                    views[i] = ep.view()
-                except Exception as exc:  # noqa: BLE001 - contained to this episode
-                    errors[i] = error_text(exc, _where(ep))
-                    continue
-                groups[ep.to_move].append(i)
-            for role, idx in groups.items():
-                if not idx:
-                    continue
-                replies = act_contained(agents[role], [views[i] for i in idx])
-                for i, rep in zip(idx, replies):
-                    ep = episodes[i]
-                    problem = reply_problem(rep)
-                    if problem is not None:
-                        errors[i] = f"{_where(ep)}: {problem}"
-                        continue
-                    try:
-                        ep.step(reply_turn(rep), rep.input_tokens, rep.output_tokens, rep.latency_s)
-                    except Exception as exc:  # noqa: BLE001 - contained to this episode
-                        errors[i] = error_text(exc, _where(ep))
-            still = []
-            for i in live:
-                if i in errors or episodes[i].done:
-                    bar.update(1)
-                else:
-                    still.append(i)
-            live = still
-    finally:
-        bar.close()
-    records = []
-    for i, ep in enumerate(episodes):
-        rec = ep.record(seller=names["seller"], buyer=names["buyer"], **extra)
-        if i in errors:
-            rec["status"], rec["error"] = "error", errors[i]
-        records.append(rec)
-    return records
+    return play_records(episodes, seller, buyer, reply_turn, progress, **extra)
 
 
-def _where(ep: Episode) -> str:
-    return f"{ep.scenario.key} turn {len(ep.turns) + 1} ({ep.to_move})"
+__all__ = ["play_episodes", "reply_turn"]

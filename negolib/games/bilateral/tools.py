@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from negolib.games.toolcalls import function_tool
+
 MAKE_OFFER = "make_offer"
 ACCEPT_OFFER = "accept_offer"
 WALK_AWAY = "walk_away"
@@ -20,25 +22,18 @@ MAX_PRICE = 100_000_000.0
 """Prices above this (500 times the top of the highest tier's draws) are absurd: a bad parse."""
 
 
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False}}}
-
-
 TOOLS: tuple[dict[str, Any], ...] = (
-    _function(MAKE_OFFER,
+    function_tool(MAKE_OFFER,
               "Make a binding offer to trade the item at this price (in dollars). It replaces your previous "
               "offer and stands until you make another; the other party may accept it.",
               {"price": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_PRICE,
                          "description": "The price in dollars, a positive number."}},
               ["price"]),
-    _function(ACCEPT_OFFER,
+    function_tool(ACCEPT_OFFER,
               "Accept the other party's standing offer: the deal closes at their offered price. Only valid "
               "when the other party has an offer standing.",
               {}, []),
-    _function(WALK_AWAY,
+    function_tool(WALK_AWAY,
               "End the negotiation now without a deal.",
               {}, []),
 )

@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from negolib.games.multi_buyer.scenarios import buyer_id
+from negolib.games.toolcalls import function_tool
 
 MESSAGE_BUYER = "message_buyer"
 ACCEPT_OFFER = "accept_offer"
@@ -24,20 +25,13 @@ MAX_PRICE = 100_000_000.0
 """Prices above this are absurd: a bad parse."""
 
 
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False}}}
-
-
 def _price(description: str) -> dict[str, Any]:
     return {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_PRICE, "description": description}
 
 
 def seller_tools(n_buyers: int) -> list[dict[str, Any]]:
     """The seller's tool for a market of ``n_buyers`` buyers (a fresh copy)."""
-    return [_function(
+    return [function_tool(
         MESSAGE_BUYER,
         "Send your message (the text of this turn) to one buyer, optionally with a binding offer to sell at a "
         "price; that buyer answers at once (accept, counter or decline). Each call spends one turn of your budget.",
@@ -49,11 +43,11 @@ def seller_tools(n_buyers: int) -> list[dict[str, Any]]:
 
 
 BUYER_TOOLS: tuple[dict[str, Any], ...] = (
-    _function(ACCEPT_OFFER, "Accept the seller's offer made this turn: the deal closes at that price. Only valid "
+    function_tool(ACCEPT_OFFER, "Accept the seller's offer made this turn: the deal closes at that price. Only valid "
               "when the seller made an offer this turn.", {}, []),
-    _function(COUNTER_OFFER, "Answer with the price you are willing to pay (in dollars).",
+    function_tool(COUNTER_OFFER, "Answer with the price you are willing to pay (in dollars).",
               {"price": _price("Your counter price in dollars, a positive number.")}, ["price"]),
-    _function(DECLINE, "Decline without naming a price.", {}, []),
+    function_tool(DECLINE, "Decline without naming a price.", {}, []),
 )
 """A buyer's three tools (treat as read-only; the accessors copy)."""
 

@@ -2,7 +2,7 @@
 
 Contract: :func:`play_episodes` plays one seller against one buyer agent (answering for every buyer of every
 market) on every scenario and returns one JSON-ready record per scenario, in order, through the multi-buyer
-market's wave loop (:func:`negolib.games.multi_buyer.play.play_markets`): one ``act_batch`` call per wave and role,
+games' wave loop (:func:`negolib.games.waves.play_records`): one ``act_batch`` call per wave and role,
 a reply's text is the turn, and a failure ends only its episode as a record with status ``error``.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from negolib.agents.base import AgentReply
-from negolib.games.multi_buyer.play import play_markets
 from negolib.games.multi_product.env import Episode
 from negolib.games.multi_product.scenarios import MultiProductScenario
+from negolib.games.waves import play_records
 
 
 def reply_text(reply: AgentReply) -> str:
@@ -26,4 +26,4 @@ def play_episodes(seller: Any, buyer: Any, scenarios: Sequence[MultiProductScena
                   **extra: Any) -> list[dict[str, Any]]:
     """One record per scenario, in order (see the module docstring); ``extra`` goes into every record."""
     episodes = [Episode(sc, f"{sc.key}|{i}") for i, sc in enumerate(scenarios)]
-    return play_markets(episodes, seller, buyer, reply_text, progress, **extra)
+    return play_records(episodes, seller, buyer, reply_text, progress, "markets", **extra)
