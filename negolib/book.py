@@ -128,6 +128,23 @@ class BookPaths:
         rollout episode; :func:`negolib.diagnostics.training_step_spread` reads them)."""
         return Path(run_dir) / "transcripts" / "train.jsonl"
 
+    def game(self, name: str) -> Path:
+        """Everything one of the other games writes (notebook 10 and on): ``games/<name>/``."""
+        return self.root / "games" / name
+
+    def game_tournament(self, name: str) -> Path:
+        """A game's round robin (``matches.jsonl``, resumable; :func:`negolib.tournament.run_tournament`)."""
+        return self.game(name) / "tournament"
+
+    def game_training(self, name: str, stage: str) -> Path:
+        """One stage of a game's language-model training (``sft``, ``grpo``): its model or checkpoints and logs."""
+        return self.game(name) / "training" / stage
+
+    @property
+    def state(self) -> Path:
+        """The runner's state file: per notebook, its status, key, duration and finish time."""
+        return self.root / STATE_FILE
+
     def make(self) -> BookPaths:
         for p in (self.root, self.notebooks, self.tables, self.figures, self.transcripts.parent,
                   self.training, self.evaluation, self.logs):
@@ -163,6 +180,11 @@ class Book:
         """The episode table of the evaluation transcripts (empty frame when none exist yet); every
         record validated and checked against the frozen protocol (see :meth:`records`)."""
         return episodes_frame(self.records(beyond, include_errors))
+
+    def last_run(self, notebook: str) -> dict[str, Any]:
+        """The runner's record of ``notebook``'s last run on this profile (``status``, ``duration_s``,
+        ``finished``; empty when the runner has not run it here yet)."""
+        return dict(_load_state(self.paths.state).get("notebooks", {}).get(notebook, {}))
 
     def training_dir(self, run: str, seed: int | None = None) -> Path:
         """Output folder of one training run (and seed)."""

@@ -27,6 +27,7 @@ import hashlib
 import math
 import re
 import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -45,7 +46,7 @@ Scaffold = Literal["evaluation", "training"]
 PaperSize = Literal["E2B", "E4B", "12B", "31B"]
 NOTEBOOKS: tuple[str, ...] = (
     "01_environment", "02_setup", "03_training", "04_evaluation", "05_results", "06_appendix_b_c",
-    "07_appendix_d_e", "08_appendix_g_k", "09_beyond",
+    "07_appendix_d_e", "08_appendix_g_k", "09_beyond", "10_bilateral_trade",
 )
 """The book's notebooks in order (:mod:`negolib.book` runs them; a profile's ``budgets.notebooks`` names them)."""
 OPENINGS = ("none", "best")
@@ -267,6 +268,70 @@ class Budgets:
 
 
 @dataclass(frozen=True)
+class GameTournament:
+    """A round robin of a game's agents in both roles (:func:`negolib.tournament.run_tournament`).
+
+    ``agents``: the game's scripted strategy names, or language-model agents ``hf:<path>``,
+    ``openai:<model>``, ``anthropic:<model>`` (which names a game knows is checked when the notebook
+    makes its agents: :func:`check_game_agents`); ``seeds_per_tier``: seed clusters per stratum of the
+    game's paired scenario set (per price tier for ``bilateral``); ``agent_seed``: the agents' seed.
+    """
+
+    agents: list[str]
+    seeds_per_tier: int = 8
+    agent_seed: int = 0
+
+
+@dataclass(frozen=True)
+class GameLM:
+    """The language model a game trains and evaluates: ``base`` (an ``hf`` agent spec: model or local
+    path, dtype, device, sampling, batch size, prompt cap), the fixed ``opponent`` it trains and is
+    evaluated against (one of the game's agents) and the evaluation's scenarios: ``eval_seeds_per_tier``
+    seeds (the seed clusters of its intervals) in each of ``eval_tiers`` (null: every tier)."""
+
+    base: AgentSpec
+    opponent: str
+    eval_seeds_per_tier: int = 4
+    eval_tiers: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class GameSFT:
+    """Supervised fine-tuning of a game's language model on the tournament's best transcripts: which examples
+    (per scenario the best deal of the scripted sellers, ``best_deal``, or only the top seller's deals,
+    ``top_seller``; at least ``min_share`` surplus share; the first ``max_examples``) and ``config``, overrides
+    of the game's SFT recipe (checked by :func:`recipe` against the game's class when the notebook builds it)."""
+
+    select: Literal["best_deal", "top_seller"] = "best_deal"
+    min_share: float = 0.0
+    max_examples: int | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BilateralGameParams:
+    """Bilateral price bargaining (notebook 10): the tournament, the language model and its training (all required
+    but the recipes' overrides: the notebook runs every part).
+
+    ``sft``: see :class:`GameSFT`; ``grpo``: overrides of the game's GRPO recipe
+    (:class:`negolib.games.bilateral.training.BilateralGRPOConfig`; its ``recipe`` key overrides the shared
+    :class:`~negolib.training.config.TrainConfig`), checked by :func:`recipe` when the notebook builds it;
+    errors name this file and the dotted field (``games.bilateral.grpo.recipe.max_steps``)."""
+
+    tournament: GameTournament
+    lm: GameLM
+    sft: GameSFT = field(default_factory=GameSFT)
+    grpo: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GamesParams:
+    """The other games of the harness, by registered name (absent: the profile plays only the paper's game)."""
+
+    bilateral: BilateralGameParams | None = None
+
+
+@dataclass(frozen=True)
 class Params:
     """A validated profile. ``source`` is the file it came from; ``root`` the project root."""
 
@@ -282,6 +347,7 @@ class Params:
     beyond: BeyondParams = field(default_factory=BeyondParams)
     prices: dict[str, Price] = field(default_factory=dict)
     budgets: Budgets = field(default_factory=Budgets)
+    games: GamesParams = field(default_factory=GamesParams)
     paper_reported: str = "params/paper_reported.yaml"
     seed: int = 0
     source: str = field(default="<dict>", compare=False)
@@ -352,7 +418,7 @@ def _type_name(tp: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in get_args(tp))
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(a) for a in get_args(tp))
-    if origin is list:
+    if origin is list or (origin is tuple and get_args(tp)[-1:] == (Ellipsis,)):
         return f"a list of {_type_name(get_args(tp)[0])}"
     if origin is dict:
         return f"a mapping of str to {_type_name(get_args(tp)[1])}"
@@ -369,6 +435,8 @@ def _convert(value: Any, tp: Any, source: str, where: str) -> Any:
         return value
     origin = get_origin(tp)
     bad = ValidationError(source, where, f"must be {_type_name(tp)}, got {value!r}")
+    if tp is AgentSpec:  # an agent spec anywhere gets the checks of arms and buyers
+        return _check_agent(value, source, where)
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, source, where)
     if origin in (Union, types.UnionType):
@@ -396,6 +464,10 @@ def _convert(value: Any, tp: Any, source: str, where: str) -> Any:
         if not isinstance(value, list):
             raise bad
         return [_convert(v, get_args(tp)[0], source, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple and len(get_args(tp)) == 2 and get_args(tp)[1] is Ellipsis:  # tuple[X, ...]: a list
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        return tuple(_convert(v, get_args(tp)[0], source, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
             raise bad
@@ -707,6 +779,132 @@ def _cross_check(p: Params) -> None:
                 raise ValidationError(src, f"beyond.{key}", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
 
 
+GAME_LM_FORMS = ("hf", "openai", "anthropic")
+"""Language-model agent names a game builds: ``<form>:<path or model>``."""
+_GAME_AGENT = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def _game_agent_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a game's agent (None when it can): a scripted name or ``<form>:<rest>``."""
+    form, sep, rest = name.partition(":")
+    if sep:
+        if form not in GAME_LM_FORMS or not rest.strip():
+            return (f"{name!r} is not a language-model agent; forms: "
+                    f"{', '.join(f'{f}:<...>' for f in GAME_LM_FORMS)}")
+        return None
+    if not _GAME_AGENT.match(name):
+        return f"{name!r}: a scripted agent's name uses letters, digits, '_', '.', '-'"
+    return None
+
+
+def _check_games(p: Params) -> None:
+    """The ``games`` section: tournament agents named once each, in a form a game builds; positive seed
+    counts; a local ``hf`` base model for a game's language-model training."""
+    src, g = p.source, p.games.bilateral
+    if g is None:
+        return
+    where = "games.bilateral"
+    t = g.tournament
+    if len(t.agents) < 2:
+        raise ValidationError(src, f"{where}.tournament.agents", f"needs at least two agents, got {t.agents}")
+    _unique(t.agents, src, f"{where}.tournament.agents")
+    for i, name in enumerate(t.agents):
+        problem = _game_agent_problem(name)
+        if problem:
+            raise ValidationError(src, f"{where}.tournament.agents[{i}]", problem)
+    if not 1 <= t.seeds_per_tier <= 1000:
+        raise ValidationError(src, f"{where}.tournament.seeds_per_tier", f"must be in 1..1000, got {t.seeds_per_tier}")
+    _positive(t.agent_seed, src, f"{where}.tournament.agent_seed", 0)
+    if g.sft.max_examples is not None and g.sft.max_examples < 1:
+        raise ValidationError(src, f"{where}.sft.max_examples",
+                              f"must be >= 1 (or null: all), got {g.sft.max_examples}")
+    if not (math.isfinite(g.sft.min_share) and 0 <= g.sft.min_share <= 1):
+        raise ValidationError(src, f"{where}.sft.min_share", f"must be in [0, 1], got {g.sft.min_share}")
+    if g.lm.base.backend != "hf":
+        raise ValidationError(src, f"{where}.lm.base.backend", f"must be 'hf' (a local model the game trains), "
+                              f"got {g.lm.base.backend!r}")
+    problem = _game_agent_problem(g.lm.opponent)
+    if problem:
+        raise ValidationError(src, f"{where}.lm.opponent", problem)
+    if not 1 <= g.lm.eval_seeds_per_tier <= 1000:
+        raise ValidationError(src, f"{where}.lm.eval_seeds_per_tier",
+                              f"must be in 1..1000, got {g.lm.eval_seeds_per_tier}")
+    if g.lm.eval_tiers == []:
+        raise ValidationError(src, f"{where}.lm.eval_tiers", "is empty; omit the key (or write null) for every tier")
+    _unique(g.lm.eval_tiers or [], src, f"{where}.lm.eval_tiers")
+
+
+def recipe(params: Params, where: str, base: Any, overrides: Mapping[str, Any] | None = None) -> Any:
+    """``base`` (a dataclass instance: a game's recipe, built by the caller, which may import the game) with the
+    profile's ``overrides`` applied (default: the mapping at the dotted path ``where`` of the profile). Checked by
+    this module's mechanism: an unknown key, a wrong type or a value the class rejects is a
+    :class:`~negolib.errors.ValidationError` naming the profile and the dotted field. A nested recipe (a dataclass
+    field) takes nested overrides over its current value; a :class:`~negolib.training.config.TrainConfig` field
+    goes through :meth:`~negolib.training.config.TrainConfig.from_params`."""
+    if overrides is None:
+        overrides = _at(params, where)
+    return _override(base, overrides, params.source, where)
+
+
+def _at(params: Params, where: str) -> Any:
+    obj: Any = params
+    for part in where.split("."):
+        obj = obj.get(part) if isinstance(obj, Mapping) else getattr(obj, part, None)
+        if obj is None:
+            return {}
+    return obj
+
+
+def _override(base: Any, overrides: Any, source: str, where: str) -> Any:
+    cls = type(base)
+    if not isinstance(overrides, Mapping):
+        raise ValidationError(source, where, f"must be a mapping of {cls.__name__} overrides, got {overrides!r}")
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValidationError(source, where, f"unknown keys {unknown}; allowed: {sorted(fields)}")
+    hints = get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in overrides.items():
+        sub, current = f"{where}.{key}", getattr(base, key)
+        if isinstance(current, TrainConfig):
+            if not isinstance(value, Mapping):
+                raise ValidationError(source, sub, f"must be a mapping of TrainConfig overrides, got {value!r}")
+            try:
+                kwargs[key] = TrainConfig.from_params({**current.to_dict(), **value}, source="TrainConfig")
+            except ValidationError as exc:
+                raise ValidationError(source, f"{sub}.{exc.field}", exc.problem) from None
+        elif dataclasses.is_dataclass(current) and not isinstance(current, type):
+            kwargs[key] = _override(current, value, source, sub)
+        else:
+            kwargs[key] = _convert(value, hints[key], source, sub)
+    try:
+        return dataclasses.replace(base, **kwargs)
+    except ValidationError as exc:  # TrainConfig's own checks name their field
+        raise ValidationError(source, f"{where}.{exc.field}", exc.problem) from None
+    except (TypeError, ValueError) as exc:  # "<Class>.<field> <problem>" names the field, as in _build
+        head, _, problem = str(exc).partition(" ")
+        owner, _, name = head.rstrip(":").partition(".")
+        if owner == cls.__name__ and name in fields:
+            raise ValidationError(source, f"{where}.{name}", problem) from None
+        raise ValidationError(source, where, str(exc)) from None
+
+
+def check_game_agents(params: Params, game: str, scripted: Sequence[str]) -> None:
+    """Raise :class:`~negolib.errors.ValidationError` naming the profile and the field
+    (``games.<game>.tournament.agents[i]``, ``games.<game>.lm.opponent``) for a plain agent name that is not
+    one of the game's ``scripted`` strategies (the game's own list, passed in: this layer imports no game)."""
+    g = getattr(params.games, game, None)
+    if g is None:
+        raise ValidationError(params.source, f"games.{game}", "is not in this profile")
+    named = [(f"games.{game}.tournament.agents[{i}]", a) for i, a in enumerate(g.tournament.agents)]
+    named.append((f"games.{game}.lm.opponent", g.lm.opponent))
+    for where, name in named:
+        if ":" not in name and name not in scripted:
+            raise ValidationError(params.source, where, f"game {game!r} has no agent {name!r}; scripted: "
+                                  f"{', '.join(scripted)}; or {', '.join(f'{f}:<...>' for f in GAME_LM_FORMS)}")
+
+
 def train_config(params: Params, run: str, seed: int | None = None) -> TrainConfig:
     """The :class:`~negolib.training.config.TrainConfig` of one run: its ``config`` overrides plus the run's buyer
     mixture, scaffold, seed and the evaluation's turn order."""
@@ -798,6 +996,7 @@ def parse_params(data: Any, source: str = "<dict>", root: str | Path = ".") -> P
         raise ValidationError(source, "profile", f"must use letters, digits, '_', '.', '-', got {p.profile!r}")
     _cross_check(p)
     _check_training(p)
+    _check_games(p)
     return p
 
 
@@ -828,7 +1027,9 @@ def spec_dict(spec: AgentSpec) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k in keep and v not in (None, "", {}, [])}
 
 
-__all__ = ["AgentSpec", "DTYPES", "NOTEBOOKS", "OPENINGS", "Sampling", "check_opening", "spec_problems",
+__all__ = ["AgentSpec", "BilateralGameParams", "DTYPES", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
+           "GamesParams", "check_game_agents", "recipe", "NOTEBOOKS", "OPENINGS", "Sampling", "check_opening",
+           "spec_problems",
            "train_config", "warmup_config", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",
            "SizeGroup", "DesignParams", "BeyondParams", "Price", "Budgets", "Params", "BACKENDS",
            "BACKEND_KEYS", "DuplicateKeyError", "StrictLoader", "load_params", "load_yaml", "parse_params",

@@ -47,7 +47,8 @@ raise ValueError("boom in the second cell")
 
 def test_resolve_notebooks_by_prefix():
     assert resolve_notebooks(["05", "01_environment"]) == ["01_environment", "05_results"]
-    assert resolve_notebooks(None)[0] == "01_environment" and len(resolve_notebooks(None)) == 9
+    assert resolve_notebooks(None)[0] == "01_environment" and len(resolve_notebooks(None)) == 10
+    assert resolve_notebooks(["10"]) == ["10_bilateral_trade"]
     with pytest.raises(ValueError, match="no notebook matches"):
         resolve_notebooks(["99"])
 
@@ -66,6 +67,9 @@ def test_runner_executes_resumes_and_indexes(tmp_path):
     index = (out / "index.md").read_text()
     assert "notebooks/01_environment.ipynb" in index and "notebooks/02_setup.ipynb" in index
     assert (out / "index.html").exists()
+    timing = open_book(SMOKE, out).last_run("02_setup")  # what a notebook reads of its own last run
+    assert timing["status"] == "ok" and timing["duration_s"] > 0 and timing["finished"]
+    assert open_book(SMOKE, out).last_run("09_beyond") == {}
     r2 = run_book(SMOKE, output_dir=out, folder=nbs, progress=False)
     assert r2.skipped == ["01_environment", "02_setup"] and r2.executed == []
     (nbs / "02_setup.py").write_text(GOOD.replace("marker", "marker3"))
@@ -101,6 +105,11 @@ def test_book_paths_and_context(tmp_path):
     b = open_book(SMOKE, tmp_path / "o")
     assert isinstance(b.paths, BookPaths)
     assert b.paths.transcripts.parent.is_dir() and b.paths.tables.is_dir()
+    root = (tmp_path / "o").resolve()  # another game's outputs stay under the profile's output folder
+    assert b.paths.game_tournament("bilateral").parent == b.paths.game("bilateral") == root / "games" / "bilateral"
+    assert b.paths.game_training("bilateral", "sft").parent.parent == b.paths.game("bilateral")
+    assert b.paths.game_training("bilateral", "sft") != b.paths.game_training("bilateral", "grpo")
+    assert b.paths.state.parent == root
     assert b.episodes().empty and b.records() == []
     assert b.paper.arm("e2b_base")["deal_rate"] == 0.939
 

@@ -1,5 +1,8 @@
 """The notebooks: jupytext pairs in sync, one parameters cell each, and the whole book executes
-under papermill on params/smoke.yaml with the expected tables and no error outputs (the CI smoke)."""
+under papermill on params/smoke.yaml with the expected tables and no error outputs (the CI smoke).
+
+The paper's game (notebooks 01-09) runs as one book; notebook 10 (the second game) reads nothing the others
+write, so it runs alone (``pytest -k 10_bilateral`` runs only it)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,14 @@ EXPECTED = {
     "07_appendix_d_e": ["Training diagnostics", "Prespecified guards", "Table 5", "Table 6", "Style diagnostics"],
     "08_appendix_g_k": ["Table 7", "Cost per episode", "Monte Carlo error", "Table 9"],
     "09_beyond": ["Scripted baseline sellers", "Deal efficiency", "Turn order", "Fixed openings", "image/png"],
+    "10_bilateral_trade": ["rules and their source", "Scripted strategies", "Tournament cross-table",
+                           "Per agent: surplus share and deal rate", "Tournament ratings",
+                           "Tournament metrics by price tier", "surplus share by price tier", "SFT: ", "GRPO: ",
+                           "Trade-off of the training stages", "Bergemann et al. (theirs", "Ours, SFT vs base",
+                           "notebook 10 ran", "image/png"],
 }
+BILATERAL = "10_bilateral_trade"
+PAPER_GAME = [n for n in NOTEBOOKS if n != BILATERAL]
 
 
 def _cells(nb) -> list[tuple[str, str]]:
@@ -58,18 +68,30 @@ def test_exactly_one_parameters_cell(name):
 @pytest.fixture(scope="module")
 def smoke_book(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
-    return run_book(ROOT / "params" / "smoke.yaml", output_dir=out, progress=False)
+    return run_book(ROOT / "params" / "smoke.yaml", notebooks=PAPER_GAME, output_dir=out, progress=False)
+
+
+@pytest.fixture(scope="module")
+def bilateral_book(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke_bilateral")
+    return run_book(ROOT / "params" / "smoke.yaml", notebooks=[BILATERAL], output_dir=out, progress=False)
 
 
 def test_smoke_book_executes(smoke_book):
     assert smoke_book.ok, str(smoke_book.error)
-    assert smoke_book.executed == list(NOTEBOOKS)
+    assert smoke_book.executed == PAPER_GAME
     assert (smoke_book.output_dir / "index.md").exists()
 
 
+def test_every_notebook_is_in_a_smoke_run():
+    assert sorted([*PAPER_GAME, BILATERAL]) == sorted(NOTEBOOKS) and BILATERAL in NOTEBOOKS
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_executed_notebook_has_tables_and_no_errors(smoke_book, name):
-    path = smoke_book.output_dir / "notebooks" / f"{name}.ipynb"
+def test_executed_notebook_has_tables_and_no_errors(request, name):
+    book = request.getfixturevalue("bilateral_book" if name == BILATERAL else "smoke_book")
+    assert book.ok, str(book.error)
+    path = book.output_dir / "notebooks" / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{name}: {errors[0].get('ename')}: {errors[0].get('evalue')}" if errors else ""
@@ -90,3 +112,49 @@ def test_smoke_outputs_on_disk(smoke_book):
     assert len(ladder) == 5 and set(ladder["as required"]) == {"yes"}, ladder  # the rung learns, no twin does
     assert (out / "transcripts" / "evaluation.jsonl").exists()
     assert (out / "evaluation" / "protocol.yaml").exists()
+
+
+def test_bilateral_notebook_outputs(bilateral_book):
+    """Notebook 10 on the smoke profile: the tournament's tables hold what they claim, the trade-off table has the
+    three stages and their paired differences beside the source paper's finding, everything under the profile's
+    output folder (written through the paths object)."""
+    import pandas as pd
+
+    from negolib.games.bilateral.env import BilateralConfig
+    from negolib.params import load_params
+
+    assert bilateral_book.ok, str(bilateral_book.error)
+    assert bilateral_book.executed == [BILATERAL]
+    out = bilateral_book.output_dir
+    agents = load_params(ROOT / "params" / "smoke.yaml").games.bilateral.tournament.agents
+    cross = pd.read_csv(out / "tables" / "bilateral_cross_table_data.csv")
+    assert len(cross) == len(agents) ** 2 == 25  # every seller against every buyer, itself included
+    assert set(cross["seller"]) == set(cross["buyer"]) == set(agents)
+    assert cross["seller_payoff"].between(0, 1).all() and cross["n_errors"].eq(0).all()
+    summary = pd.read_csv(out / "tables" / "bilateral_agent_summary_data.csv")
+    assert set(summary["agent"]) == set(agents)
+    assert (summary["payoff_low"] <= summary["payoff"]).all() and (summary["payoff"] <= summary["payoff_high"]).all()
+    rating = pd.read_csv(out / "tables" / "bilateral_ratings_data.csv")
+    assert rating["rating"].notna().all() and abs(rating["rating"].mean()) < 1e-6
+    tiers = pd.read_csv(out / "tables" / "bilateral_tiers_data.csv", keep_default_na=False)
+    assert list(tiers["tier"]) == ["10", "100", "1k", "10k", "100k", "all"]
+    assert (tiers["ir_violations"].astype(int) == 0).all()  # scripted agents never trade past a reservation
+    assert (out / "games" / "bilateral" / "tournament" / "matches.jsonl").exists()
+    for fig in ("bilateral_cross_table", "bilateral_ratings"):
+        assert (out / "figures" / f"{fig}.png").exists(), fig
+    stages = pd.read_csv(out / "tables" / "bilateral_tradeoff_data.csv", keep_default_na=False)
+    levels = stages[stages["kind"] == "stage"]
+    assert list(dict.fromkeys(levels["stage"])) == ["base", "SFT", "SFT+GRPO"]  # the three stages, in order
+    assert {"deal_rate", "surplus_share", "ir_violations"} <= set(levels["metric"])
+    diffs = stages[stages["kind"] == "difference"]
+    assert set(zip(diffs["stage"], diffs["baseline"])) == {("SFT", "base"), ("SFT+GRPO", "base"), ("SFT+GRPO", "SFT")}
+    shown = pd.read_csv(out / "tables" / "bilateral_tradeoff.csv", index_col=0)
+    assert list(shown.index) == ["base", "SFT", "SFT+GRPO", "SFT - base", "SFT+GRPO - base", "SFT+GRPO - SFT"]
+    theirs = shown["Bergemann et al. (theirs, qualitative)"].fillna("")
+    assert "doubles" in theirs["SFT - base"] and "recovers" in theirs["SFT+GRPO - SFT"]  # labelled as theirs
+    training = out / "games" / "bilateral" / "training"
+    assert (training / "sft" / "model" / "config.json").exists()
+    assert list((training / "grpo" / "checkpoints").glob("checkpoint-*/config.json"))
+    rules = pd.read_csv(out / "tables" / "bilateral_rules.csv").set_index("rule")["value"]
+    deadline = BilateralConfig().deadline_turns
+    assert f"{deadline} turns in all" in rules["deadline"]  # the table is written from the game's constants

@@ -458,3 +458,169 @@ def test_prices_use_the_cost_tables_check(tmp_path):
     _expect(tmp_path, data, "prices.m.input", "finite number >= 0")
     data["prices"] = {"m": {"input": 1.0, "output": float("inf")}}
     _expect(tmp_path, data, "prices.m.output", "finite number >= 0")
+
+
+# -- games: the other games of the harness (notebook 10) --------------------------------------------------------
+
+_LM = {"base": {"backend": "hf", "model": "tiny", "prompt_cap": 384,
+                "sampling": {"temperature": 1.0, "top_p": 0.95, "top_k": 64, "max_new_tokens": 24}},
+       "opponent": "boulware"}
+
+
+def _games_data() -> dict:
+    data = _smoke_data()
+    data["games"] = {"bilateral": {"tournament": {"agents": ["fixed_price", "boulware", "linear"],
+                                                  "seeds_per_tier": 2},
+                                   "lm": copy.deepcopy(_LM), "sft": {"max_examples": 4, "config": {"epochs": 1}}}}
+    return data
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_shipped_profiles_name_the_bilateral_games_agents(profile):
+    from negolib.games import get_game
+    from negolib.params import check_game_agents
+
+    p = load_params(ROOT / "params" / f"{profile}.yaml")
+    g = p.games.bilateral
+    assert g is not None and len(g.tournament.agents) >= 2
+    scripted = get_game("bilateral").scripted_strategies()
+    check_game_agents(p, "bilateral", scripted)  # every plain name is one of the game's strategies
+    assert set(scripted) <= set(g.tournament.agents)  # the five scripted families play in every profile
+    from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
+    from negolib.params import recipe
+
+    recipe(p, "games.bilateral.sft.config", BilateralSFTConfig())  # the recipes the notebook builds, build
+    recipe(p, "games.bilateral.grpo", BilateralGRPOConfig())
+
+
+def test_games_section_loads_and_is_optional(tmp_path):
+    p = load_params(_write(tmp_path, _games_data()))
+    g = p.games.bilateral
+    assert g.tournament.agents == ["fixed_price", "boulware", "linear"] and g.tournament.seeds_per_tier == 2
+    assert g.lm.base.backend == "hf" and g.lm.base.sampling.max_new_tokens == 24 and g.lm.eval_tiers is None
+    data = _smoke_data()
+    data.pop("games", None)
+    assert load_params(_write(tmp_path, data)).games.bilateral is None
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda g: g.update(chess={}), "games", "unknown keys ['chess']"),
+    (lambda g: g["bilateral"].update(tourney={}), "games.bilateral", "unknown keys ['tourney']"),
+    (lambda g: g["bilateral"].pop("tournament"), "games.bilateral.tournament", "is required"),
+    (lambda g: g["bilateral"]["tournament"].update(seeds=3), "games.bilateral.tournament", "unknown keys ['seeds']"),
+    (lambda g: g["bilateral"]["tournament"].update(agents=["boulware"]), "games.bilateral.tournament.agents",
+     "at least two agents"),
+    (lambda g: g["bilateral"]["tournament"].update(agents=["boulware", "linear", "boulware"]),
+     "games.bilateral.tournament.agents[2]", "listed twice"),
+    (lambda g: g["bilateral"]["tournament"].update(agents=["boulware", "gpt:x"]),
+     "games.bilateral.tournament.agents[1]", "not a language-model agent"),
+    (lambda g: g["bilateral"]["tournament"].update(agents=["boulware", "openai:"]),
+     "games.bilateral.tournament.agents[1]", "not a language-model agent"),
+    (lambda g: g["bilateral"]["tournament"].update(agents=["boulware", "two words"]),
+     "games.bilateral.tournament.agents[1]", "letters, digits"),
+    (lambda g: g["bilateral"]["tournament"].update(agents="boulware,linear"), "games.bilateral.tournament.agents",
+     "must be a list"),
+    (lambda g: g["bilateral"]["tournament"].update(seeds_per_tier=0), "games.bilateral.tournament.seeds_per_tier",
+     "1..1000"),
+    (lambda g: g["bilateral"]["tournament"].update(seeds_per_tier="4"), "games.bilateral.tournament.seeds_per_tier",
+     "must be int"),
+    (lambda g: g["bilateral"]["tournament"].update(agent_seed=-1), "games.bilateral.tournament.agent_seed", ">= 0"),
+    (lambda g: g["bilateral"]["lm"].pop("opponent"), "games.bilateral.lm.opponent", "is required"),
+    (lambda g: g["bilateral"]["lm"].update(opponent="claude:x"), "games.bilateral.lm.opponent",
+     "not a language-model agent"),
+    (lambda g: g["bilateral"]["lm"].update(eval_tiers=[]), "games.bilateral.lm.eval_tiers", "is empty"),
+    (lambda g: g["bilateral"]["lm"].update(eval_tiers=["1k", "1k"]), "games.bilateral.lm.eval_tiers[1]",
+     "listed twice"),
+    (lambda g: g["bilateral"]["sft"].update(max_examples=0), "games.bilateral.sft.max_examples", ">= 1"),
+    (lambda g: g["bilateral"]["sft"].update(min_share=1.5), "games.bilateral.sft.min_share", "[0, 1]"),
+    (lambda g: g["bilateral"]["sft"].update(select="worst"), "games.bilateral.sft.select", "'best_deal'"),
+    (lambda g: g["bilateral"]["sft"].update(epochs=1), "games.bilateral.sft", "unknown keys ['epochs']"),
+    (lambda g: g["bilateral"]["lm"].update(eval_seeds_per_tier=0), "games.bilateral.lm.eval_seeds_per_tier",
+     "1..1000"),
+    (lambda g: g["bilateral"]["lm"].update(base={"backend": "scripted", "strategy": "boulware"}),
+     "games.bilateral.lm.base.backend", "must be 'hf'"),
+    (lambda g: g["bilateral"]["lm"]["base"].update(backend="gguf"), "games.bilateral.lm.base.backend",
+     "must be one of"),
+    (lambda g: g["bilateral"]["lm"]["base"].update(run="x"), "games.bilateral.lm.base", "unknown keys ['run']"),
+    (lambda g: g["bilateral"]["lm"]["base"].pop("model"), "games.bilateral.lm.base.model", "is required"),
+    (lambda g: g["bilateral"]["lm"]["base"]["sampling"].update(top_p=1.5), "games.bilateral.lm.base.sampling.top_p",
+     "top_p"),
+    (lambda g: g["bilateral"]["lm"]["base"].update(prompt_cap=0), "games.bilateral.lm.base.prompt_cap", ">= 1"),
+    (lambda g: g["bilateral"]["lm"]["base"].update(dtype="int3"), "games.bilateral.lm.base.dtype", "must be one of"),
+    (lambda g: g["bilateral"]["lm"]["base"].update(path_env="not a var"), "games.bilateral.lm.base.path_env",
+     "environment variable name"),
+    (lambda g: g["bilateral"]["lm"]["base"].update(api_key="sk-1"), "games.bilateral.lm.base.api_key",
+     "API keys never go in a params file"),
+    (lambda g: g["bilateral"].pop("lm"), "games.bilateral.lm", "is required"),
+    (lambda g: g["bilateral"].update(grpo=["tiers"]), "games.bilateral.grpo", "must be a mapping"),
+])
+def test_games_section_errors_name_the_dotted_field(tmp_path, edit, field, words):
+    data = _games_data()
+    edit(data["games"])
+    _expect(tmp_path, data, field, words)
+
+
+def test_game_agents_are_checked_against_the_games_own_list(tmp_path):
+    from negolib.games import get_game
+    from negolib.params import check_game_agents
+
+    scripted = get_game("bilateral").scripted_strategies()
+    data = _games_data()
+    data["games"]["bilateral"]["tournament"]["agents"] = ["boulware", "hardheaded", "hf:/models/x", "openai:gpt"]
+    p = load_params(_write(tmp_path, data))  # 'hardheaded' is a name of the paper's game, not of this one
+    with pytest.raises(ValidationError) as e:
+        check_game_agents(p, "bilateral", scripted)
+    assert e.value.field == "games.bilateral.tournament.agents[1]" and str(tmp_path) in str(e.value)
+    assert "no agent 'hardheaded'" in str(e.value) and "tit_for_tat" in str(e.value)
+    data = _games_data()
+    data["games"]["bilateral"]["lm"]["opponent"] = "tough_guy"
+    with pytest.raises(ValidationError, match=r"games\.bilateral\.lm\.opponent.*no agent 'tough_guy'"):
+        check_game_agents(load_params(_write(tmp_path, data)), "bilateral", scripted)
+    data = _smoke_data()
+    data.pop("games", None)
+    with pytest.raises(ValidationError, match=r"games\.bilateral.*not in this profile"):
+        check_game_agents(load_params(_write(tmp_path, data)), "bilateral", scripted)
+
+
+@pytest.mark.parametrize("where, overrides, field, words", [
+    ("games.bilateral.sft.config", {"epoch": 1}, "games.bilateral.sft.config", "unknown keys ['epoch']"),
+    ("games.bilateral.sft.config", {"epochs": "2"}, "games.bilateral.sft.config.epochs", "must be int"),
+    ("games.bilateral.sft.config", {"learning_rate": 3}, "games.bilateral.sft.config", "learning_rate"),
+    ("games.bilateral.grpo", {"tiers": "1k"}, "games.bilateral.grpo.tiers", "must be a list of str"),
+    ("games.bilateral.grpo", {"tiers": ["2k"]}, "games.bilateral.grpo.tiers", "unknown ['2k']"),
+    ("games.bilateral.grpo", {"reward": {"ir_pen": 1}}, "games.bilateral.grpo.reward", "unknown keys ['ir_pen']"),
+    ("games.bilateral.grpo", {"reward": {"ir_penalty": -1}}, "games.bilateral.grpo.reward.ir_penalty", ">= 0"),
+    ("games.bilateral.grpo", {"recipe": {"max_step": 2}}, "games.bilateral.grpo.recipe.max_step", "unknown key"),
+    ("games.bilateral.grpo", {"recipe": {"max_steps": "x"}}, "games.bilateral.grpo.recipe.max_steps", "integer"),
+    ("games.bilateral.grpo", {"recipe": {"micro_batch_size": 3}}, "games.bilateral.grpo.recipe.micro_batch_size",
+     "must divide"),
+    ("games.bilateral.grpo", {"recipe": 4}, "games.bilateral.grpo.recipe", "TrainConfig overrides"),
+])
+def test_game_recipes_are_checked_by_the_profile_mechanism(tmp_path, where, overrides, field, words):
+    """A game's SFT and GRPO recipes are its own classes (the layer of params imports no game); the notebook builds
+    them with :func:`negolib.params.recipe`, whose errors name the profile and the dotted field."""
+    from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
+    from negolib.params import recipe
+
+    base = BilateralSFTConfig() if ".sft." in where else BilateralGRPOConfig()
+    path = _write(tmp_path, _games_data())
+    p = load_params(path)
+    with pytest.raises(ValidationError) as e:
+        recipe(p, where, base, overrides)
+    assert e.value.field == field and words in str(e.value) and str(path.resolve()) in str(e.value), str(e.value)
+
+
+def test_game_recipes_apply_the_profiles_overrides(tmp_path):
+    from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
+    from negolib.params import recipe
+
+    data = _games_data()
+    data["games"]["bilateral"]["grpo"] = {"tiers": ["1k"], "recipe": {"max_steps": 2, "save_every": 2}}
+    p = load_params(_write(tmp_path, data))
+    sft = recipe(p, "games.bilateral.sft.config", BilateralSFTConfig())
+    assert sft.epochs == 1 and sft.learning_rate == BilateralSFTConfig().learning_rate  # the rest: the game's
+    grpo = recipe(p, "games.bilateral.grpo", BilateralGRPOConfig())
+    base = BilateralGRPOConfig()
+    assert grpo.tiers == ("1k",) and grpo.recipe.max_steps == 2
+    assert grpo.recipe.max_new_tokens == base.recipe.max_new_tokens and grpo.reward == base.reward
+    assert recipe(p, "games.bilateral.grpo", base, {}) == base
