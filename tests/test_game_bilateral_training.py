@@ -58,12 +58,12 @@ def accept(message: str = "Deal.") -> str:
 
 
 def expected_reward(rec: dict) -> float:
-    """The documented rule, written out: the game's payoff; -0.3 for a no deal with a zone; -0.3 for a sale below
-    cost; -0.05 times the seller's bad-parse fraction."""
+    """The documented rule, written out: the game's payoff; -0.3 for a no deal with a zone; -0.3 - 0.3 x the
+    fraction of the cost given away for a sale below cost; -0.05 times the seller's bad-parse fraction."""
     out = rec["outcome"]
     r = BilateralGame().payoffs(rec).seller
     if out["deal"] and out["price"] < rec["cost"]:
-        r -= 0.3
+        r -= 0.3 + 0.3 * min(1.0, (rec["cost"] - out["price"]) / rec["cost"])
     if not out["deal"] and rec["value"] > rec["cost"]:
         r -= 0.3
     return r - 0.05 * out["seller_bad_parses"] / out["seller_turns"]
@@ -239,7 +239,8 @@ def test_rollout_rewards_follow_the_games_payoff_rule():
     z = ZONE.key
     assert got[(z, "holdout")][0] == pytest.approx(-0.3) and got[(z, "prose")][0] == pytest.approx(-0.3)
     early = got[(z, "early")][1]["outcome"]
-    assert early["deal"] and early["price"] < ZONE.cost and got[(z, "early")][0] == pytest.approx(-0.3)
+    given_away = (ZONE.cost - early["price"]) / ZONE.cost
+    assert early["deal"] and given_away > 0.1 and got[(z, "early")][0] == pytest.approx(-0.3 - 0.3 * given_away)
     late_r, late = got[(z, "late")]
     share = (late["outcome"]["price"] - ZONE.cost) / ZONE.zone
     assert late["outcome"]["deal"] and 0.3 < share < 1 and late_r == pytest.approx(share)

@@ -60,16 +60,17 @@ Chat = list[dict[str, str]]
 class RewardConfig:
     """The training reward of the policy's role (ours, the paper's Eq. 1 carried over to this game).
 
-    ``r = payoff - ir_penalty [own IR violation] - no_deal_penalty [no deal and a zone] - format_penalty bad/turns``,
-    ``payoff`` being the game's (:meth:`BilateralGame.payoffs`: the seller's surplus share on a deal with a zone,
-    clipped to [0, 1]; 0 otherwise). A no deal costs ``lambda`` only where a zone of agreement existed (a missed
-    trade): with no zone no deal is the efficient outcome, and penalising it would pay the seller to sell below
-    cost. A deal past the policy's own reservation (below cost for the seller) costs ``ir_penalty``, so it is never
-    better than walking away. There is no length penalty: the game's deadline bounds an episode. An episode the
-    driver cuts (turn or context cap) gets ``-no_deal_penalty``."""
+    ``r = payoff - no_deal_penalty [no deal and a zone] - ir(deal) - format_penalty bad/turns``, ``payoff`` being the
+    game's (:meth:`BilateralGame.payoffs`: the seller's surplus share on a deal with a zone, clipped to [0, 1]; 0
+    otherwise). A no deal costs ``lambda`` only where a zone of agreement existed (a missed trade): with no zone no
+    deal is the efficient outcome, and penalising it would pay the seller to sell below cost. A deal past the
+    policy's own reservation (a sale below cost) costs ``ir(deal) = lambda + ir_penalty * min(1, shortfall /
+    reservation)``: always worse than no deal, the more so the further past (graded, so that a group of loss-making
+    deals still carries a gradient towards the reservation). There is no length penalty: the game's deadline
+    bounds an episode. An episode the driver cuts (turn or context cap) gets ``-lambda``."""
 
-    no_deal_penalty: float = 0.3  # lambda: a no deal with a non-empty zone; also the driver's floor
-    ir_penalty: float = 0.3  # a deal past the policy's own reservation (selling below cost)
+    no_deal_penalty: float = 0.3  # lambda: a no deal with a non-empty zone; the driver's floor; the base IR cost
+    ir_penalty: float = 0.3  # the extra cost of a deal past the own reservation, at 100% of it (graded linearly)
     format_penalty: float = 0.05  # times the fraction of the policy's turns that were bad parses
 
     def __post_init__(self) -> None:
@@ -93,8 +94,9 @@ def reward_of(record: Mapping[str, Any], role: Role = "seller", config: RewardCo
     r = role_payoff(record, role)
     if out["deal"]:
         price = float(out["price"])
-        if (role == "seller" and price < cost) or (role == "buyer" and price > value):
-            r -= c.ir_penalty
+        shortfall = cost - price if role == "seller" else price - value
+        if shortfall > 0:
+            r -= c.no_deal_penalty + c.ir_penalty * min(1.0, shortfall / (cost if role == "seller" else value))
     elif value > cost:
         r -= c.no_deal_penalty
     turns = int(out[f"{role}_turns"])
