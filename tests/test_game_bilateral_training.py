@@ -37,11 +37,9 @@ from negolib.games.bilateral.training import (  # noqa: E402
     select_best,
     sft_dataset,
     stage_table,
-    training_task,
 )
 from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 from negolib.tournament import run_tournament  # noqa: E402
-from negolib.training.grpo import build_run  # noqa: E402
 from negolib.training.rollout import Generation, RolloutEngine, RolloutLimits  # noqa: E402
 
 torch.set_num_threads(1)
@@ -249,41 +247,53 @@ def test_rollout_rewards_follow_the_games_payoff_rule():
     assert len({round(r, 6) for r, _ in got.values()}) >= 5
 
 
+GRPO_CONFIG = BilateralGRPOConfig(  # training seeds 3 (a zone) and 4 (none) of the $1k tier
+    tiers=("1k",), train_seeds_per_tier=2, train_seed_offset=3,
+    recipe=replace(default_recipe(), scenarios_per_step=2, rollouts_per_scenario=2, micro_batch_size=4, max_steps=1,
+                   save_every=1, max_new_tokens=12, max_prompt_tokens=4096, max_context_tokens=8192,
+                   learning_rate=1e-3, seed=3))
+
+
 @pytest.fixture(scope="module")
 def grpo_run(sft, tmp_path_factory):
+    """One GRPO step of the SFT model through run_grpo (-> the shared train() and build_run), with spies on the
+    engines the trainer builds, the batches they play and what TRL receives."""
+    from negolib.training import grpo
+    from negolib.training.rollout import RolloutBatch
+
     _, res = sft
-    recipe = replace(default_recipe(), scenarios_per_step=2, rollouts_per_scenario=2, micro_batch_size=4, max_steps=1,
-                     save_every=1, max_new_tokens=12, max_prompt_tokens=4096, max_context_tokens=8192,
-                     learning_rate=1e-3, seed=3)
-    items = scenario_items([ZONE, NO_ZONE], "conceder")
-    run = build_run(recipe, res.model_dir, tmp_path_factory.mktemp("grpo") / "run",
-                    buyers={"conceder": make_scripted("conceder", "buyer", 0)}, progress=False, resume=False,
-                    task=training_task(items))
-    batches, outputs = [], []
-    engine = run.factory.engine
+    engines, batches, outputs = [], [], []
+    real_engine, real_play, real_output = grpo.EngineFactory.engine, RolloutEngine.play, RolloutBatch.trl_output
 
-    def spy_engine(*a, **k):
-        eng = engine(*a, **k)
-        play = eng.play
-        eng.play = lambda *pa, **pk: batches.append(play(*pa, **pk)) or batches[-1]
-        return eng
+    def engine(self, *a, **k):
+        engines.append(real_engine(self, *a, **k))
+        return engines[-1]
 
-    run.factory.engine = spy_engine
-    inner = run.trainer.rollout_func
-    run.trainer.rollout_func = lambda prompts, tr: outputs.append(inner(prompts, tr)) or outputs[-1]
-    run.trainer.train()
-    return run, batches, outputs
+    def play(self, *a, **k):
+        batches.append(real_play(self, *a, **k))
+        return batches[-1]
+
+    def trl_output(self):
+        outputs.append(real_output(self))
+        return outputs[-1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(grpo.EngineFactory, "engine", engine)
+        mp.setattr(RolloutEngine, "play", play)
+        mp.setattr(RolloutBatch, "trl_output", trl_output)
+        result = run_grpo(res.model_dir, tmp_path_factory.mktemp("grpo") / "run", GRPO_CONFIG, resume=False)
+    return result, engines, batches, outputs
 
 
 def test_one_grpo_step_on_the_bilateral_adapter(grpo_run):
-    from negolib.training.checkpoints import last_checkpoint
-
-    run, batches, outputs = grpo_run
+    result, engines, batches, outputs = grpo_run
+    (eng,) = engines
     (batch,) = batches
     (out,) = outputs
-    tok = run.factory.tokenizer
-    tags = run.factory.tags
+    tok, tags = eng.tokenizer, eng.tags
+    assert eng.role == "seller" and eng.render is render and set(eng.buyers) == {"conceder"}
     assert len(batch.trajectories) == 4 and out["env_mask"] == [t.env_mask for t in batch.trajectories]
+    assert {t.item.scenario_id for t in batch.trajectories} == {"1k|3", "1k|4"}
     for t in batch.trajectories:
         assert not t.excluded and t.seller_turns == t.episode.bad_parses("seller")[1] >= 1
         policy = [i for i, m in zip(t.completion_ids, t.env_mask) if m]
@@ -299,36 +309,31 @@ def test_one_grpo_step_on_the_bilateral_adapter(grpo_run):
         assert tok.decode(t.prompt_ids) == tok.apply_chat_template(render(Episode(t.item.scenario).view("seller")),
                                                                    tokenize=False, add_generation_prompt=True)
         assert t.reward == pytest.approx(expected_reward(t.episode.record()))
-    recs = [json.loads(line) for line in (run.out_dir / "transcripts" / "train.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in (result.out_dir / "transcripts" / "train.jsonl").read_text().splitlines()]
     assert len(recs) == 4 and {r["seller"] for r in recs} == {"policy"} and {r["game"] for r in recs} == {"bilateral"}
     assert [r["training"]["reward"] for r in recs] == pytest.approx([expected_reward(r) for r in recs])
     assert out["episode_reward"] == pytest.approx([r["training"]["reward"] for r in recs])
-    ckpt = last_checkpoint(run.out_dir / "checkpoints")
-    assert ckpt is not None and ckpt.name == "checkpoint-1"
+    assert result.steps == 1 and result.checkpoint.name == "checkpoint-1" and [r["step"] for r in result.log] == [1]
     game = BilateralGame(BilateralConfig(deadline_turns=2), LMOptions(prompt_cap=8192))
-    agent = game.make_agent(f"hf:{ckpt}", "seller", 0)
+    agent = game.make_agent(f"hf:{result.checkpoint}", "seller", 0)
     assert isinstance(agent, HFBargainer)
     (rec,) = game.play(agent, game.make_agent("conceder", "buyer", 0), [NO_ZONE], 0)
     assert rec["status"] != "error"
 
 
-def test_run_grpo_resumes_a_finished_run(grpo_run, sft, tmp_path):
+def test_run_grpo_resumes_a_finished_run(grpo_run, sft):
     """run_grpo goes through the shared train(): a run already at max_steps returns its checkpoint at once."""
-    run, _, _ = grpo_run
+    result, _, _, _ = grpo_run
     _, res = sft
-    recipe = replace(run.trainer.train_config, buyer_mixture={"conceder": 1.0})
-    cfg = BilateralGRPOConfig(tiers=("1k",), train_seeds_per_tier=2, recipe=recipe)
-    out = run_grpo(res.model_dir, run.out_dir, cfg, opponent="conceder")
-    assert out.steps == 1 and out.checkpoint.name == "checkpoint-1" and [r["step"] for r in out.log] == [1]
+    again = run_grpo(res.model_dir, result.out_dir, GRPO_CONFIG)
+    assert again.checkpoint == result.checkpoint and again.steps == 1 and [r["step"] for r in again.log] == [1]
 
 
 def test_stage_evaluation_frame_pairs_every_stage_on_the_same_episodes(base_dir, sft, grpo_run):
     from negolib.sampling import SamplingConfig
-    from negolib.training.checkpoints import last_checkpoint
 
     _, res = sft
-    run, _, _ = grpo_run
-    stages = {"base": base_dir, "sft": res.model_dir, "grpo": last_checkpoint(run.out_dir / "checkpoints")}
+    stages = {"base": base_dir, "sft": res.model_dir, "grpo": grpo_run[0].checkpoint}
     eps = play_stages(stages, ["conceder", "boulware"], n_seeds=2, tiers=["10", "1k"], seed=1,
                       sampling=SamplingConfig(max_new_tokens=8), config=BilateralConfig(deadline_turns=4),
                       prompt_cap=8192)

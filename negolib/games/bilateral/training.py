@@ -7,6 +7,11 @@ TRL's ``SFTTrainer`` (loss on the assistant turns only) and saves an ``hf:<path>
 that model through :func:`negolib.training.grpo.train` with :class:`TrainingEpisode`, this game's adapter of
 :class:`negolib.training.rollout.TrainableEpisode`, against one fixed opponent; :func:`evaluate_stages` plays the
 stages against the same opponents on the same paired scenarios and returns a tidy frame with seed-cluster intervals.
+
+Measured once with SmolLM2-135M on 2 shared CPU cores (a 5-agent scripted tournament at 8 seeds; 25 best deals; SFT
+2 epochs, 14 steps, assistant loss 1.12 -> 0.24; GRPO 3 steps of 2 x 4 episodes against the conceder; 16 paired
+episodes per stage vs conceder and Boulware): deal rate 0 -> 0.81 -> 0.88, surplus share (none) -> 0.34 -> 0.13,
+IR violations 0 -> 5 -> 8; the SFT model writes valid calls but names prices it does not ground in its cost.
 """
 
 from __future__ import annotations
