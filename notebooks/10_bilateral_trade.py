@@ -122,7 +122,7 @@ tier_names = list(TIERS)
 ref = scenario_set(eval_seeds(1000), tiers=tier_names[:1])  # tiers only scale a seed's draws: one tier suffices
 no_zone = sum(not s.has_zone for s in ref) / len(ref)
 rules = pd.DataFrame([
-    ("price tiers", ", ".join(money(v) for v in TIERS.values()), "ours (the paper has tiers; scales ours)"),
+    ("price tiers", ", ".join(money(v) for v in TIERS.values()), "tiers: theirs; these scales: ours"),
     ("seller's cost", f"log-uniform in [{COST_RANGE[0]:g}, {COST_RANGE[1]:g}] x the tier's scale, private", "ours"),
     ("buyer's value", f"log-uniform in [{VALUE_RANGE[0]:g}, {VALUE_RANGE[1]:g}] x the tier's scale, private", "ours"),
     ("no zone of agreement (value <= cost)", f"{no_zone:.1%} of the first {len(ref)} evaluation seeds", "ours"),
