@@ -1,0 +1,432 @@
+"""Training the multi-buyer seller: GRPO through the shared trainer, the episode's normalised surplus as the reward.
+
+Contract: :class:`TrainingEpisode` is this game's adapter of :class:`negolib.training.rollout.TrainableEpisode` (the
+policy sells; the scripted buyer pool, or one style, answers for every buyer); :func:`reward_of` is the source
+paper's verifiable reward, the seller's surplus over the best achievable (:meth:`MultiBuyerGame.payoffs`), with the
+penalties of :class:`RewardConfig`; :func:`render` is the local agent's prompt in the text tool-call format
+(:func:`.prompts.chat_messages`), so the trained model plays as ``hf:<checkpoint>`` exactly as it was trained.
+:func:`run_grpo` trains through :func:`negolib.training.grpo.train` (the bilateral game's path, without its SFT
+stage); :func:`evaluate_stages` plays the stages (base, GRPO, or scripted sellers as references) on the same reserved
+evaluation scenarios of every market arm and returns a tidy frame with seed-cluster intervals and paired
+differences (:func:`stage_table`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from negolib.agents.base import AgentReply
+from negolib.games.multi_buyer.agents import LMOptions
+from negolib.games.multi_buyer.buyers import ScriptedBuyers
+from negolib.games.multi_buyer.env import Episode
+from negolib.games.multi_buyer.game import MultiBuyerGame
+from negolib.games.multi_buyer.metrics import outcomes_frame
+from negolib.games.multi_buyer.prompts import chat_messages
+from negolib.games.multi_buyer.protocol import StructuredTurn
+from negolib.games.multi_buyer.scenarios import (
+    EVAL_SEED_START,
+    MARKETS,
+    MAX_EVAL_SEEDS,
+    TRAIN_MARKETS,
+    MultiBuyerScenario,
+    make_scenario,
+    train_seeds,
+    validation_seeds,
+)
+from negolib.games.multi_buyer.sellers import make_seller
+from negolib.games.toolcalls import reply_turn
+from negolib.sampling import SamplingConfig
+from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
+from negolib.training.config import TrainConfig
+from negolib.training.data import ScenarioItem
+from negolib.training.grpo import TrainingTask, TrainResult, train
+from negolib.training.rollout import EpisodeFactory
+
+Chat = list[dict[str, str]]
+POOL = "pool"
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios
+# ---------------------------------------------------------------------------------------------
+
+
+def market_scenarios(seeds: Iterable[int], markets: Sequence[str] = TRAIN_MARKETS,
+                     turn_budget: int | None = None) -> list[MultiBuyerScenario]:
+    """The scenarios of ``seeds`` in each market of :data:`~.scenarios.MARKETS` (market-major), with the seller's
+    turn budget set to ``turn_budget`` (None: the market's). The budget changes no draw: a seed's cost, budgets
+    and styles are the same under any budget, and the key stays ``"market|seed"``."""
+    unknown = [m for m in markets if m not in MARKETS]
+    if not markets or unknown:
+        raise ValueError(f"markets: unknown {unknown}; known: {list(MARKETS)}")
+    seeds = list(seeds)
+    out = []
+    for m in markets:
+        cfg = MARKETS[m] if turn_budget is None else replace(MARKETS[m], turn_budget=int(turn_budget))
+        out += [make_scenario(cfg, s, name=m) for s in seeds]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward and the episode adapter
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The training reward of the seller (ours around the source paper's reward).
+
+    ``r = normalised surplus - below_cost(sales) - format_penalty bad/turns``: the normalised surplus is the game's
+    payoff (:meth:`MultiBuyerGame.payoffs`: the seller's surplus over the best achievable, in [0, 1]; 0 without a
+    deal, which is the source paper's reward for a market that runs out of turns). A sale below cost costs
+    ``below_cost_penalty * (1 + min(1, loss / cost))`` (worse than no sale, graded so that a group of loss-making
+    sales still carries a gradient). An episode the driver cuts (turn or context cap) gets ``-cut_penalty``."""
+
+    below_cost_penalty: float = 0.3
+    format_penalty: float = 0.05  # times the fraction of the seller's turns that had no effect
+    cut_penalty: float = 0.3  # the driver's floor
+
+    def __post_init__(self) -> None:
+        for name in ("below_cost_penalty", "format_penalty", "cut_penalty"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"RewardConfig.{name} must be a finite number >= 0, got {value!r}")
+
+
+def normalised_surplus(record: Mapping[str, Any]) -> float:
+    """The game's payoff of the seller in a finished record (the normalised surplus, clipped to [0, 1])."""
+    return MultiBuyerGame().payoffs(dict(record)).seller
+
+
+def reward_of(record: Mapping[str, Any], config: RewardConfig | None = None) -> float:
+    """The seller's training reward in a finished episode record (see :class:`RewardConfig`)."""
+    c = config or RewardConfig()
+    out = record["outcome"]
+    cost = float(record["cost"])
+    r = normalised_surplus(record)
+    loss = sum(max(0.0, cost - float(d["price"])) for d in out["deals"])
+    if loss > 0:
+        r -= c.below_cost_penalty * (1.0 + min(1.0, loss / cost))
+    turns = int(out["seller_turns"])
+    if turns:
+        r -= c.format_penalty * int(out["seller_bad_parses"]) / turns
+    return float(r)
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """A finished episode as the update reads it (:class:`negolib.training.rollout.EpisodeOutcome`)."""
+
+    deal: bool
+    reward: float
+    score: float  # the normalised surplus
+    turns: int  # seller turns used
+
+
+class TrainingEpisode:
+    """A multi-buyer :class:`~.env.Episode` as a :class:`negolib.training.rollout.TrainableEpisode`: the policy
+    sells; the reward is :func:`reward_of`, the score the normalised surplus; a bad parse is a turn without effect
+    (a refused seller turn; a buyer's bad call or invalid accept)."""
+
+    def __init__(self, episode: Episode, reward: RewardConfig | None = None) -> None:
+        self.episode, self.reward_config = episode, reward or RewardConfig()
+        self.episode_id = episode.episode_id
+        self._outcome: TrainingOutcome | None = None
+
+    @property
+    def to_move(self) -> str:
+        return self.episode.to_move
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
+
+    @property
+    def turns(self) -> Sequence[Any]:
+        return self.episode.turns
+
+    @property
+    def outcome(self) -> TrainingOutcome | None:
+        if self._outcome is None and self.episode.outcome is not None:
+            rec = self.episode.record()
+            out = rec["outcome"]
+            self._outcome = TrainingOutcome(bool(out["deal"]), reward_of(rec, self.reward_config),
+                                            normalised_surplus(rec), int(out["seller_turns"]))
+        return self._outcome
+
+    @property
+    def no_deal_floor(self) -> float:
+        return -self.reward_config.cut_penalty
+
+    def view(self, role: str) -> Any:
+        """The view of ``role``, which must be the party to move (the buyer addressed this turn, as ``buyer``)."""
+        if role != self.episode.to_move:
+            raise ValueError(f"{self.episode.where()}: the {self.episode.to_move} moves, not the {role}")
+        return self.episode.view()
+
+    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any:
+        return self.episode.step(turn, input_tokens, output_tokens, latency_s)
+
+    def opponent_turn(self, reply: AgentReply) -> str | StructuredTurn:
+        return reply_turn(reply)  # a scripted buyer's calls travel in extra["tool_calls"]
+
+    def bad_parses(self, role: str) -> tuple[int, int]:
+        mine = [t for t in self.episode.turns if t["role"] == role]
+        return sum(t["parse_error"] is not None for t in mine), len(mine)
+
+    def record(self, **key: Any) -> dict[str, Any]:
+        return self.episode.record(**key)
+
+
+def render(view: Any, scaffold: str = "training") -> Chat:
+    """The seller's chat in the local agent's text tool-call format (the scaffold is the paper game's: unused)."""
+    return chat_messages(view, "text")
+
+
+def episode_factory(reward: RewardConfig | None = None) -> EpisodeFactory:
+    """Builds a :class:`TrainingEpisode` of an item's scenario."""
+
+    def make(item: ScenarioItem, episode_id: str) -> TrainingEpisode:
+        return TrainingEpisode(Episode(item.scenario, episode_id), reward)
+
+    return make
+
+
+def scenario_items(scenarios: Iterable[MultiBuyerScenario], opponent: str = POOL) -> tuple[ScenarioItem, ...]:
+    """Each scenario played against the buyer agent named ``opponent`` (keys ``market|seed``)."""
+    return tuple(ScenarioItem(sc, opponent, key=sc.key) for sc in scenarios)
+
+
+def roundtrip_chat(turns: int = 3) -> Chat:
+    """A multi-turn seller chat (the probe-all seller against the pool, text format) for the trainer's tag check."""
+    ep = Episode(make_scenario("base", 0), "roundtrip")
+    seller, buyers = make_seller("probe_all", 0), ScriptedBuyers(surface="text")
+    while not ep.done and (ep.seller_turns < turns or ep.to_move != "seller"):
+        agent = seller if ep.to_move == "seller" else buyers
+        ep.step(reply_turn(agent.act_batch([ep.view()])[0]))
+    if ep.done or ep.to_move != "seller":
+        raise RuntimeError("the round-trip market ended early")  # the probe-all seller probes before it sells
+    return chat_messages(ep.view(), "text")  # type: ignore[arg-type]
+
+
+def training_task(items: Sequence[ScenarioItem], validation_items: Sequence[ScenarioItem] = (),
+                  reward: RewardConfig | None = None) -> TrainingTask:
+    """The shared trainer's :class:`~negolib.training.grpo.TrainingTask` for this game."""
+    return TrainingTask(episode_factory(reward), render, tuple(items), tuple(validation_items), "seller",
+                        tuple(roundtrip_chat()))
+
+
+# ---------------------------------------------------------------------------------------------
+# GRPO against the buyer pool
+# ---------------------------------------------------------------------------------------------
+
+
+def default_recipe() -> TrainConfig:
+    """The shared GRPO recipe sized for this game on CPU (ours): 4 markets x 4 rollouts a step, 8 steps, a seller
+    turn of at most 64 new tokens; the driver allows one seller turn more than the market's budget (12)."""
+    return TrainConfig(
+        scenarios_per_step=4, rollouts_per_scenario=4, micro_batch_size=4, max_steps=8, learning_rate=1e-5,
+        warmup_steps=1, max_new_tokens=64, max_prompt_tokens=2048, max_context_tokens=8192, max_rollout_turns=13,
+        validate_every=0, save_every=8, buyer_mixture={POOL: 1.0},
+    )
+
+
+@dataclass(frozen=True)
+class MultiBuyerGRPOConfig:
+    """GRPO of the seller in this game through the shared trainer (ours)."""
+
+    markets: tuple[str, ...] = tuple(TRAIN_MARKETS)  # markets of the training scenarios (default: the base market)
+    train_seeds_per_market: int = 16  # training scenarios: these many seeds (the low block) in every market
+    train_seed_offset: int = 0  # first training seed
+    validation_seeds_per_market: int = 2  # validation scenarios per market (used when recipe.validate_every > 0)
+    turn_budget: int | None = None  # the seller's turn budget in training (None: the market's)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    recipe: TrainConfig = field(default_factory=default_recipe)  # the shared recipe; its buyer mixture: the opponent
+
+    def __post_init__(self) -> None:
+        if isinstance(self.markets, list):
+            object.__setattr__(self, "markets", tuple(self.markets))
+        unknown = [m for m in self.markets if m not in MARKETS]
+        if not self.markets or unknown:
+            raise ValueError(f"MultiBuyerGRPOConfig.markets: unknown {unknown}; known: {list(MARKETS)}")
+        if self.train_seeds_per_market < 1 or self.validation_seeds_per_market < 0:
+            raise ValueError("MultiBuyerGRPOConfig: train_seeds_per_market >= 1, validation_seeds_per_market >= 0")
+        if self.turn_budget is not None and not 1 <= self.turn_budget <= 1000:
+            raise ValueError(f"MultiBuyerGRPOConfig.turn_budget must be in 1..1000 (or None), got {self.turn_budget}")
+        budget = self.turn_budget or max(MARKETS[m].turn_budget for m in self.markets)
+        if self.recipe.max_rollout_turns < budget:
+            raise ValueError(f"MultiBuyerGRPOConfig: recipe.max_rollout_turns ({self.recipe.max_rollout_turns}) "
+                             f"must allow the seller's turn budget ({budget}); the driver would cut every market")
+
+
+def run_grpo(start_dir: str | Path, out_dir: str | Path, config: MultiBuyerGRPOConfig | None = None,
+             opponent: str = POOL, progress: bool = False, resume: bool = True,
+             callbacks: Sequence[Any] = ()) -> TrainResult:
+    """GRPO of the seller from ``start_dir`` (a model folder) against the buyer-role agent ``opponent`` (``pool``:
+    each buyer in its scenario's style; or one style) into ``out_dir``, through
+    :func:`negolib.training.grpo.train` (checkpoints, logs and transcripts as there; the final checkpoint loads as
+    ``hf:<checkpoint>``)."""
+    c = config or MultiBuyerGRPOConfig()
+    recipe = replace(c.recipe, buyer_mixture={opponent: 1.0})
+    items = scenario_items(market_scenarios(train_seeds(c.train_seeds_per_market, c.train_seed_offset), c.markets,
+                                            c.turn_budget), opponent)
+    validation: tuple[ScenarioItem, ...] = ()
+    if recipe.validate_every and c.validation_seeds_per_market:
+        validation = scenario_items(market_scenarios(validation_seeds(c.validation_seeds_per_market), c.markets,
+                                                     c.turn_budget), opponent)
+    buyer = MultiBuyerGame().make_agent(opponent, "buyer", recipe.seed)
+    task = training_task(items, validation, c.reward)
+    return train(recipe, start_dir, out_dir, buyers={opponent: buyer}, progress=progress, resume=resume,
+                 callbacks=callbacks, task=task)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluating the stages
+# ---------------------------------------------------------------------------------------------
+
+STAGE_COLUMNS = ("kind", "stage", "baseline", "market", "metric", "estimate", "ci_low", "ci_high", "p_value",
+                 "n_episodes", "n_clusters")
+METRICS = ("normalised_surplus", "deal_rate", "top_buyer_share", "exploration", "turns_used", "bad_parses",
+           "overshoots")
+COUNTS = ("overshoots",)  # totals, without an interval
+EVAL_OFFSET = 500
+"""Stage evaluations use the reserved evaluation seeds from 5,000,500 on: a tournament plays the block's first
+seeds, so up to 500 tournament seeds never meet an evaluation scenario."""
+
+
+def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
+    """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
+    if n_seeds < 1 or offset < 0 or offset + n_seeds > MAX_EVAL_SEEDS:
+        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {MAX_EVAL_SEEDS}; got {n_seeds}, {offset}")
+    return [EVAL_SEED_START + offset + i for i in range(n_seeds)]
+
+
+def _agent_name(spec: str | Path) -> str:
+    """A stage's seller: a model folder becomes ``hf:<folder>``; anything else is an agent name as given."""
+    s = str(spec)
+    return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
+
+
+def play_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = ("base",), n_seeds: int = 8,
+                seed: int = 0, sampling: SamplingConfig | None = None, turn_budget: int | None = None,
+                opponent: str = POOL, max_batch: int = 16, prompt_cap: int = 2048, progress: bool = False,
+                seed_offset: int = EVAL_OFFSET) -> pd.DataFrame:
+    """Every stage's seller (a model folder, or any seller name the game builds) against ``opponent`` on the same
+    evaluation scenarios (:func:`stage_seeds` in every market; ``turn_budget`` as in :func:`market_scenarios`), all
+    with the same sampling seed: one row per episode, :func:`.metrics.outcomes_frame`'s columns plus ``stage`` and
+    ``cluster`` (the seed)."""
+    if not stages:
+        raise ValueError("play_stages: no stages")
+    lm = LMOptions(sampling=replace(sampling or SamplingConfig(max_new_tokens=64), seed=seed), max_batch=max_batch,
+                   prompt_cap=prompt_cap, tool_format="text")
+    game = MultiBuyerGame(lm=lm)
+    scenarios = market_scenarios(stage_seeds(n_seeds, seed_offset), markets, turn_budget)
+    frames = []
+    for stage, spec in stages.items():
+        seller = game.make_agent(_agent_name(spec), "seller", seed)
+        records = game.play(seller, game.make_agent(opponent, "buyer", seed), scenarios, seed, progress)
+        df = outcomes_frame(records)
+        frames.append(df.assign(stage=stage, cluster=df["seed"].astype(str)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _terms(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per metric, (numerator, denominator) per episode row (valid rows only): the normalised surplus over markets
+    with a positive best surplus (0 without a deal), the top-buyer share over deals, the rest per episode."""
+    deal = df["deal"].astype(bool).to_numpy()
+    gains = (df["best_surplus"].to_numpy(float) > 0)
+    surplus = np.nan_to_num(df["normalised_surplus"].to_numpy(float))
+    top = df["top_buyer_deal"].fillna(False).astype(bool).to_numpy()
+    one = np.ones(len(df))
+
+    def per_episode(col: str) -> tuple[np.ndarray, np.ndarray]:
+        return df[col].astype(float).to_numpy(), one
+
+    return {"normalised_surplus": (surplus * gains, gains * 1.0), "deal_rate": (deal * 1.0, one),
+            "top_buyer_share": ((top & deal) * 1.0, deal * 1.0), "exploration": per_episode("exploration"),
+            "turns_used": per_episode("turns_used"), "bad_parses": per_episode("seller_bad_parses"),
+            "overshoots": per_episode("overshoots")}
+
+
+def stage_table(episodes: pd.DataFrame, stages: Sequence[str] | None = None, n_resamples: int = 10_000,
+                seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+    """The tidy frame of :func:`play_stages`' episodes (columns :data:`STAGE_COLUMNS`), per market and ``all``.
+
+    ``kind="stage"`` rows: each stage's :data:`METRICS` (``bad_parses`` and ``exploration`` per episode,
+    ``overshoots`` a total without an interval), with percentile intervals over seed clusters. ``kind="difference"``
+    rows: ``stage`` minus ``baseline`` for every later stage against every earlier one (in ``stages`` order), on the
+    episodes valid in both (paired by scenario), with paired seed-cluster intervals and a p-value; all intervals
+    from one :class:`negolib.stats.ClusterResampler`."""
+    order = list(stages) if stages is not None else list(dict.fromkeys(episodes["stage"]))
+    ok = episodes[episodes["valid"].astype(bool)]
+    res = ClusterResampler(np.sort(pd.unique(ok["cluster"].astype(str))), n_resamples, seed)
+    markets = [m for m in MARKETS if m in set(ok["market"])] + sorted(set(ok["market"]) - set(MARKETS)) + ["all"]
+    by_stage = {s: ok[ok["stage"] == s].set_index("scenario_key") for s in order}
+    one = np.ones(1)
+    rows: list[dict[str, Any]] = []
+    stats: list[RatioStat | None] = []
+
+    def sums(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        pos = res.positions(df["cluster"].astype(str).to_numpy())
+        g = res.n_clusters
+        return {m: (np.bincount(pos, n, g), np.bincount(pos, d, g)) for m, (n, d) in _terms(df).items()}
+
+    def part(df: pd.DataFrame, market: str) -> pd.DataFrame:
+        return df if market == "all" else df[df["market"] == market]
+
+    for market in markets:
+        for s in order:
+            df = part(by_stage[s], market)
+            for m, (num, den) in sums(df).items():
+                stat = RatioStat(num[:, None], den[:, None], one, 1)
+                rows.append({"kind": "stage", "stage": s, "baseline": "", "market": market, "metric": m,
+                             "estimate": float(num.sum()) if m in COUNTS else stat.value(),
+                             "n_episodes": len(df), "n_clusters": int(df["cluster"].nunique())})
+                stats.append(None if m in COUNTS else stat)
+        for j, s in enumerate(order):
+            for b in order[:j]:
+                common = by_stage[s].index.intersection(by_stage[b].index)
+                a_df, b_df = part(by_stage[s].loc[common], market), part(by_stage[b].loc[common], market)
+                sa, sb = sums(a_df), sums(b_df)
+                for m in METRICS:
+                    stat = RatioStat(np.stack([sa[m][0], sb[m][0]], 1), np.stack([sa[m][1], sb[m][1]], 1),
+                                     np.ones(2), 1)
+                    est = float(sa[m][0].sum() - sb[m][0].sum()) if m in COUNTS else stat.value()
+                    rows.append({"kind": "difference", "stage": s, "baseline": b, "market": market, "metric": m,
+                                 "estimate": est, "n_episodes": len(a_df),
+                                 "n_clusters": int(a_df["cluster"].nunique())})
+                    stats.append(None if m in COUNTS else stat)
+    dists = resample_stats(res, [s for s in stats if s is not None])
+    k = 0
+    for row, stat in zip(rows, stats):
+        if stat is None:
+            row.update(ci_low=math.nan, ci_high=math.nan, p_value=math.nan)
+            continue
+        iv = summarize(dists[:, k], alpha)
+        k += 1
+        p_value = iv.p_value if row["kind"] == "difference" else math.nan
+        row.update(ci_low=iv.ci_low, ci_high=iv.ci_high, p_value=p_value)
+    return pd.DataFrame(rows, columns=list(STAGE_COLUMNS))
+
+
+def evaluate_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = ("base",), n_seeds: int = 8,
+                    seed: int = 0, sampling: SamplingConfig | None = None, turn_budget: int | None = None,
+                    opponent: str = POOL, n_resamples: int = 10_000, alpha: float = 0.05, max_batch: int = 16,
+                    prompt_cap: int = 2048, progress: bool = False, seed_offset: int = EVAL_OFFSET) -> pd.DataFrame:
+    """:func:`stage_table` of :func:`play_stages` (e.g. ``{"base": <folder>, "GRPO": <checkpoint>}``)."""
+    episodes = play_stages(stages, markets, n_seeds, seed, sampling, turn_budget, opponent, max_batch, prompt_cap,
+                           progress, seed_offset)
+    return stage_table(episodes, list(stages), n_resamples, seed, alpha)
+
+
+__all__ = ["COUNTS", "EVAL_OFFSET", "METRICS", "POOL", "STAGE_COLUMNS", "MultiBuyerGRPOConfig", "RewardConfig",
+           "TrainingEpisode", "TrainingOutcome", "default_recipe", "episode_factory", "evaluate_stages",
+           "market_scenarios", "normalised_surplus", "play_stages", "render", "reward_of", "roundtrip_chat",
+           "run_grpo", "scenario_items", "stage_seeds", "stage_table", "training_task"]
