@@ -1,0 +1,394 @@
+"""Training the multi-product seller: GRPO through the shared trainer, and the paired evaluation of its stages.
+
+Contract: :class:`TrainingEpisode` is this game's adapter of :class:`negolib.training.rollout.TrainableEpisode`
+(the policy sells; the scripted buyers answer); its reward is :func:`reward_of`: the game's seller payoff (the
+seller's surplus over the welfare-optimal allocation's, in [0, 1]: the source paper's verifiable reward) minus a
+small penalty per refused message. :func:`run_grpo` trains a model through :func:`negolib.training.grpo.train`
+against a fixed buyer agent (``pool`` by default); :func:`evaluate_stages` plays the stages (e.g. the base model
+and its GRPO checkpoint, or scripted sellers) on the same reserved evaluation scenarios and returns a tidy frame
+per market with seed-cluster bootstrap intervals and paired stage differences (:mod:`negolib.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from negolib.agents.base import AgentReply
+from negolib.games.bilateral.agents import LMOptions
+from negolib.games.multi_product.env import BuyerView, Episode, SellerView
+from negolib.games.multi_product.game import MultiProductGame
+from negolib.games.multi_product.metrics import outcomes_frame
+from negolib.games.multi_product.prompts import chat_messages
+from negolib.games.multi_product.scenarios import (
+    EVAL_SEED_START,
+    MARKETS,
+    MAX_EVAL_SEEDS,
+    TRAIN_MARKETS,
+    MultiProductScenario,
+    scenario_set,
+    train_seeds,
+    validation_seeds,
+)
+from negolib.games.multi_product.sellers import make_seller
+from negolib.sampling import SamplingConfig
+from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
+from negolib.training.config import TrainConfig
+from negolib.training.data import ScenarioItem
+from negolib.training.grpo import TrainingTask, TrainResult, train
+from negolib.training.rollout import EpisodeFactory
+
+Chat = list[dict[str, str]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward and the episode adapter
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The seller's training reward (ours): ``r = payoff - refusal_penalty * refused / messages``, ``payoff`` the
+    game's (:meth:`MultiProductGame.payoffs`: seller surplus / optimal welfare, clipped to [0, 1]; 0 without a sale)
+    and ``refused`` the messages that had no effect (bad parses of the four-part protocol and offers breaking a
+    market rule). A sale can never be below cost (the environment refuses such an offer), so no loss term is needed.
+    An episode the driver cuts (turn or context cap) gets ``-cut_penalty``."""
+
+    refusal_penalty: float = 0.05
+    cut_penalty: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("refusal_penalty", "cut_penalty"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"RewardConfig.{name} must be a finite number >= 0, got {value!r}")
+
+
+def seller_payoff(record: Mapping[str, Any]) -> float:
+    """The game's payoff of the seller in a finished record (:meth:`MultiProductGame.payoffs`)."""
+    return float(MultiProductGame().payoffs(dict(record)).seller)
+
+
+def refused_messages(record: Mapping[str, Any]) -> tuple[int, int]:
+    """(refused, all) seller messages of a finished record: bad parses plus constraint-breaking offers."""
+    out = record["outcome"]
+    return int(out["bad_parses"]) + sum(int(v) for v in out["violations"].values()), int(out["seller_turns"])
+
+
+def reward_of(record: Mapping[str, Any], config: RewardConfig | None = None) -> float:
+    """The training reward of the seller in a finished episode record (see :class:`RewardConfig`)."""
+    c = config or RewardConfig()
+    refused, messages = refused_messages(record)
+    return float(seller_payoff(record) - (c.refusal_penalty * refused / messages if messages else 0.0))
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """A finished episode as the update reads it (:class:`negolib.training.rollout.EpisodeOutcome`)."""
+
+    deal: bool  # at least one sale
+    reward: float
+    score: float  # the game's seller payoff
+    turns: int  # seller messages
+
+
+class TrainingEpisode:
+    """A multi-product :class:`~.env.Episode` as a :class:`negolib.training.rollout.TrainableEpisode`: the policy
+    sells, the reward is :func:`reward_of`, the score the game's payoff; a bad parse is a seller message without
+    effect (a protocol bad parse, or an offer the environment refused for breaking a market rule)."""
+
+    def __init__(self, episode: Episode, reward: RewardConfig | None = None) -> None:
+        self.episode, self.reward_config = episode, reward or RewardConfig()
+        self.episode_id = episode.episode_id
+        self._outcome: TrainingOutcome | None = None
+
+    @property
+    def to_move(self) -> str:
+        return self.episode.to_move
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
+
+    @property
+    def turns(self) -> Sequence[Any]:
+        return self.episode.turns
+
+    @property
+    def outcome(self) -> TrainingOutcome | None:
+        if self._outcome is None and self.episode.outcome is not None:
+            rec = self.episode.record()
+            self._outcome = TrainingOutcome(bool(rec["outcome"]["sales"]), reward_of(rec, self.reward_config),
+                                            seller_payoff(rec), int(rec["outcome"]["seller_turns"]))
+        return self._outcome
+
+    @property
+    def no_deal_floor(self) -> float:
+        return -self.reward_config.cut_penalty
+
+    def view(self, role: str) -> SellerView | BuyerView:
+        if role != self.episode.to_move:
+            raise ValueError(f"episode {self.episode_id}: the {self.episode.to_move} is to move, not the {role}")
+        return self.episode.view()
+
+    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any:
+        return self.episode.step(turn, input_tokens, output_tokens, latency_s)
+
+    def opponent_turn(self, reply: AgentReply) -> str:
+        return reply.text  # the buyers answer in text (ACCEPT/DECLINE)
+
+    def bad_parses(self, role: str) -> tuple[int, int]:
+        mine = [t for t in self.episode.turns if t["role"] == role]
+        bad = sum(t["parse_error"] is not None or t["violation"] is not None for t in mine)
+        return bad, len(mine)
+
+    def record(self, **key: Any) -> dict[str, Any]:
+        return self.episode.record(**key)
+
+
+def render(view: SellerView, scaffold: str = "training") -> Chat:
+    """The seller's chat (:func:`.prompts.chat_messages`, text; the paper game's scaffold does not apply)."""
+    return chat_messages(view, "text")
+
+
+def episode_factory(reward: RewardConfig | None = None) -> EpisodeFactory:
+    """Builds a :class:`TrainingEpisode` of an item's scenario."""
+
+    def make(item: ScenarioItem, episode_id: str) -> TrainingEpisode:
+        return TrainingEpisode(Episode(item.scenario, episode_id), reward)
+
+    return make
+
+
+def scenario_items(scenarios: Iterable[MultiProductScenario], opponent: str) -> tuple[ScenarioItem, ...]:
+    """Each scenario played against the buyer agent named ``opponent`` (keys ``market|seed``)."""
+    return tuple(ScenarioItem(sc, opponent, key=sc.key) for sc in scenarios)
+
+
+def roundtrip_chat(market: str = "small", turns: int = 3) -> Chat:
+    """A multi-turn seller chat (the greedy seller against the pool) for the shared trainer's tag round-trip."""
+    from negolib.games.multi_product.buyers import ScriptedBuyers
+
+    ep = Episode(scenario_set([0], [market])[0], "roundtrip")
+    agents = {"seller": make_seller("greedy"), "buyer": ScriptedBuyers()}
+    while not ep.done and (ep.seller_turns < turns or ep.to_move != "seller"):
+        ep.step(agents[ep.to_move].reply(ep.view()).text)  # type: ignore[attr-defined]
+    return chat_messages(ep.view(), "text")  # type: ignore[arg-type]
+
+
+def training_task(items: Sequence[ScenarioItem], validation_items: Sequence[ScenarioItem] = (),
+                  reward: RewardConfig | None = None) -> TrainingTask:
+    """The shared trainer's :class:`~negolib.training.grpo.TrainingTask` for this game (the policy sells)."""
+    return TrainingTask(episode_factory(reward), render, tuple(items), tuple(validation_items), "seller",
+                        tuple(roundtrip_chat()))
+
+
+# ---------------------------------------------------------------------------------------------
+# GRPO against a fixed buyer agent
+# ---------------------------------------------------------------------------------------------
+
+
+def default_recipe() -> TrainConfig:
+    """The shared GRPO recipe sized for this game on CPU (ours): 4 markets x 4 rollouts a step, 8 steps, a message
+    of at most 64 new tokens, up to 10 seller messages (the training market's budget), no validation."""
+    return TrainConfig(
+        scenarios_per_step=4, rollouts_per_scenario=4, micro_batch_size=4, max_steps=8, learning_rate=1e-5,
+        warmup_steps=1, max_new_tokens=64, max_prompt_tokens=2048, max_context_tokens=4096, max_rollout_turns=10,
+        validate_every=0, save_every=8, buyer_mixture={"pool": 1.0},
+    )
+
+
+@dataclass(frozen=True)
+class MultiProductGRPOConfig:
+    """GRPO of the seller in this game through the shared trainer (ours). The recipe's ``max_rollout_turns`` must
+    cover every training market's turn budget (else the driver would cut every episode)."""
+
+    markets: tuple[str, ...] = TRAIN_MARKETS  # markets of the training scenarios (names of MARKETS)
+    train_seeds_per_market: int = 8  # training scenarios: these many seeds (the low block) in every market
+    train_seed_offset: int = 0  # first training seed
+    validation_seeds_per_market: int = 1  # validation scenarios per market (used when recipe.validate_every > 0)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    recipe: TrainConfig = field(default_factory=default_recipe)  # the shared recipe; the opponent is run_grpo's
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.markets if m not in MARKETS]
+        if not self.markets or unknown:
+            raise ValueError(f"MultiProductGRPOConfig.markets unknown {unknown}; known: {list(MARKETS)}")
+        if self.train_seeds_per_market < 1:
+            raise ValueError(f"MultiProductGRPOConfig.train_seeds_per_market must be >= 1, got "
+                             f"{self.train_seeds_per_market}")
+        if self.validation_seeds_per_market < 0 or self.train_seed_offset < 0:
+            raise ValueError("MultiProductGRPOConfig.validation_seeds_per_market must be >= 0 (and the seed "
+                             "offset too)")
+        budget = max(MARKETS[m].turn_budget for m in self.markets)
+        if self.recipe.max_rollout_turns < budget:
+            raise ValueError(f"MultiProductGRPOConfig.recipe max_rollout_turns ({self.recipe.max_rollout_turns}) is "
+                             f"below the training markets' turn budget ({budget}): every episode would be cut")
+
+
+def run_grpo(start_dir: str | Path, out_dir: str | Path, config: MultiProductGRPOConfig | None = None,
+             opponent: str = "pool", progress: bool = False, resume: bool = True,
+             callbacks: Sequence[Any] = ()) -> TrainResult:
+    """GRPO of the seller from ``start_dir`` against the buyer agent ``opponent`` (``pool`` or ``picky``) into
+    ``out_dir`` through :func:`negolib.training.grpo.train` (checkpoints, logs and transcripts as there; the final
+    checkpoint loads as ``hf:<checkpoint>``)."""
+    c = config or MultiProductGRPOConfig()
+    recipe = replace(c.recipe, buyer_mixture={opponent: 1.0})
+    items = scenario_items(scenario_set(train_seeds(c.train_seeds_per_market, c.train_seed_offset), c.markets),
+                           opponent)
+    validation: tuple[ScenarioItem, ...] = ()
+    if recipe.validate_every and c.validation_seeds_per_market:
+        validation = scenario_items(scenario_set(validation_seeds(c.validation_seeds_per_market), c.markets),
+                                    opponent)
+    buyer = MultiProductGame().make_agent(opponent, "buyer", recipe.seed)
+    task = training_task(items, validation, c.reward)
+    return train(recipe, start_dir, out_dir, buyers={opponent: buyer}, progress=progress, resume=resume,
+                 callbacks=callbacks, task=task)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluating the stages
+# ---------------------------------------------------------------------------------------------
+
+STAGE_COLUMNS = ("kind", "stage", "baseline", "market", "metric", "estimate", "ci_low", "ci_high", "p_value",
+                 "n_episodes", "n_clusters")
+METRICS = ("normalised_surplus", "revenue_ratio", "allocation_quality", "constraint_adherence", "deal_rate")
+"""``normalised_surplus`` (the reward's payoff, unclipped), ``revenue_ratio`` (revenue over the best feasible
+revenue), ``allocation_quality`` (realised welfare over the optimal assignment's): means over episodes whose
+denominator is positive; ``constraint_adherence``: valid messages over all messages (pooled); ``deal_rate``: the
+share of episodes with a sale."""
+EVAL_OFFSET = 500
+"""Stage evaluations use the reserved evaluation seeds from 5,000,500 on (a tournament plays the block's first)."""
+
+
+def _agent_name(spec: str | Path) -> str:
+    """A stage's seller: a model folder becomes ``hf:<folder>``; anything else is an agent name as given."""
+    s = str(spec)
+    return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
+
+
+def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
+    """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
+    if n_seeds < 1 or offset < 0 or offset + n_seeds > MAX_EVAL_SEEDS:
+        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {MAX_EVAL_SEEDS}; got {n_seeds}, {offset}")
+    return [EVAL_SEED_START + offset + i for i in range(n_seeds)]
+
+
+def episodes_frame(records: Sequence[Mapping[str, Any]], stage: str, buyer: str) -> pd.DataFrame:
+    """:func:`.metrics.outcomes_frame` of ``records`` plus ``stage``, ``buyer`` and ``cluster`` (the seed)."""
+    df = outcomes_frame(records)
+    return df.assign(stage=stage, buyer=buyer, cluster=df["seed"].astype(str))
+
+
+def play_stages(stages: Mapping[str, str | Path], buyers: Sequence[str] = ("pool",), n_seeds: int = 8,
+                markets: Sequence[str] | None = None, seed: int = 0, sampling: SamplingConfig | None = None,
+                max_batch: int = 16, prompt_cap: int = 2048, progress: bool = False,
+                seed_offset: int = EVAL_OFFSET) -> pd.DataFrame:
+    """Every stage's seller (a model folder or an agent name) against every buyer agent on the same evaluation
+    scenarios (:func:`stage_seeds` in every market; None: every evaluation market), all sellers with one sampling
+    seed: one row per episode (:func:`episodes_frame`)."""
+    if not stages:
+        raise ValueError("play_stages: no stages")
+    lm = LMOptions(sampling=replace(sampling or SamplingConfig(max_new_tokens=64), seed=seed), max_batch=max_batch,
+                   prompt_cap=prompt_cap, tool_format="text")
+    game = MultiProductGame(markets, lm)
+    scenarios = scenario_set(stage_seeds(n_seeds, seed_offset), game.markets)
+    frames = []
+    for stage, spec in stages.items():
+        seller = game.make_agent(_agent_name(spec), "seller", seed)
+        for b in buyers:
+            records = game.play(seller, game.make_agent(b, "buyer", seed), scenarios, seed, progress)
+            frames.append(episodes_frame(records, stage, b))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _terms(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per metric, (numerator, denominator) per episode row (valid rows only)."""
+    one = np.ones(len(df))
+
+    def mean_of(col: str, best: str) -> tuple[np.ndarray, np.ndarray]:
+        has = (df[best].to_numpy(float) > 0) * 1.0
+        return np.nan_to_num(df[col].to_numpy(float)) * has, has
+
+    return {"normalised_surplus": mean_of("normalised_surplus", "best_welfare"),
+            "revenue_ratio": mean_of("revenue_ratio", "best_revenue"),
+            "allocation_quality": mean_of("allocation_quality", "best_welfare"),
+            "constraint_adherence": (df["valid_messages"].to_numpy(float), df["messages"].to_numpy(float)),
+            "deal_rate": (df["deal"].astype(bool).to_numpy() * 1.0, one)}
+
+
+def stage_table(episodes: pd.DataFrame, stages: Sequence[str] | None = None, n_resamples: int = 10_000,
+                seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+    """The tidy frame of :func:`play_stages`' episodes (columns :data:`STAGE_COLUMNS`), per market and ``all``.
+
+    ``kind="stage"`` rows: each stage's :data:`METRICS` with percentile intervals over seed clusters.
+    ``kind="difference"`` rows: ``stage`` minus ``baseline`` for every later stage against every earlier one (in
+    ``stages`` order) on the episodes valid in both (paired by buyer and scenario), with paired seed-cluster
+    intervals and a bootstrap p-value; all intervals from one :class:`negolib.stats.ClusterResampler`."""
+    order = list(stages) if stages is not None else list(dict.fromkeys(episodes["stage"]))
+    ok = episodes[episodes["valid"].astype(bool)]
+    if ok.empty:
+        raise ValueError("stage_table: no valid episode")
+    res = ClusterResampler(np.sort(pd.unique(ok["cluster"].astype(str))), n_resamples, seed)
+    markets = [m for m in MARKETS if m in set(ok["market"])]
+    markets += sorted(set(ok["market"]) - set(markets)) + ["all"]
+    key = ["buyer", "scenario_key"]
+    by_stage = {s: ok[ok["stage"] == s].set_index(key) for s in order}
+    rows: list[dict[str, Any]] = []
+    stats: list[RatioStat] = []
+
+    def sums(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        pos = res.positions(df["cluster"].astype(str).to_numpy())
+        g = res.n_clusters
+        return {m: (np.bincount(pos, n, g), np.bincount(pos, d, g)) for m, (n, d) in _terms(df).items()}
+
+    def part(df: pd.DataFrame, market: str) -> pd.DataFrame:
+        return df if market == "all" else df[df["market"] == market]
+
+    for market in markets:
+        for s in order:
+            df = part(by_stage[s], market)
+            for m, (num, den) in sums(df).items():
+                stats.append(RatioStat(num[:, None], den[:, None], np.ones(1), 1))
+                rows.append({"kind": "stage", "stage": s, "baseline": "", "market": market, "metric": m,
+                             "estimate": stats[-1].value(), "n_episodes": len(df),
+                             "n_clusters": int(df["cluster"].nunique())})
+        for j, s in enumerate(order):
+            for b in order[:j]:
+                common = by_stage[s].index.intersection(by_stage[b].index)
+                a_df, b_df = part(by_stage[s].loc[common], market), part(by_stage[b].loc[common], market)
+                sa, sb = sums(a_df), sums(b_df)
+                for m in METRICS:
+                    stats.append(RatioStat(np.stack([sa[m][0], sb[m][0]], 1), np.stack([sa[m][1], sb[m][1]], 1),
+                                           np.ones(2), 1))
+                    rows.append({"kind": "difference", "stage": s, "baseline": b, "market": market, "metric": m,
+                                 "estimate": stats[-1].value(), "n_episodes": len(a_df),
+                                 "n_clusters": int(a_df["cluster"].nunique())})
+    dists = resample_stats(res, stats)
+    for k, row in enumerate(rows):
+        iv = summarize(dists[:, k], alpha)
+        row.update(ci_low=iv.ci_low, ci_high=iv.ci_high,
+                   p_value=iv.p_value if row["kind"] == "difference" else math.nan)
+    return pd.DataFrame(rows, columns=list(STAGE_COLUMNS))
+
+
+def evaluate_stages(stages: Mapping[str, str | Path], buyers: Sequence[str] = ("pool",), n_seeds: int = 8,
+                    markets: Sequence[str] | None = None, seed: int = 0, sampling: SamplingConfig | None = None,
+                    n_resamples: int = 10_000, alpha: float = 0.05, max_batch: int = 16, prompt_cap: int = 2048,
+                    progress: bool = False, seed_offset: int = EVAL_OFFSET) -> pd.DataFrame:
+    """:func:`stage_table` of :func:`play_stages` (e.g. ``{"base": <model dir>, "GRPO": <checkpoint>}``)."""
+    episodes = play_stages(stages, buyers, n_seeds, markets, seed, sampling, max_batch, prompt_cap, progress,
+                           seed_offset)
+    return stage_table(episodes, list(stages), n_resamples, seed, alpha)
+
+
+__all__ = ["EVAL_OFFSET", "METRICS", "MultiProductGRPOConfig", "RewardConfig", "STAGE_COLUMNS", "TrainingEpisode",
+           "TrainingOutcome", "default_recipe", "episode_factory", "episodes_frame", "evaluate_stages", "play_stages",
+           "refused_messages", "render", "reward_of", "roundtrip_chat", "run_grpo", "scenario_items", "seller_payoff",
+           "stage_seeds", "stage_table", "training_task"]

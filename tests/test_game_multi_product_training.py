@@ -1,0 +1,241 @@
+"""Training in the multi-product market: the reward wiring of the episode adapter (a hostile message for each
+protocol part counted as a bad parse and penalised), one GRPO step through the shared trainer on a tiny model built
+from a config, and the paired stage evaluation with seed-cluster intervals."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from negolib.chat_template import derive_turn_tags, encode_text, strip_template_tags  # noqa: E402
+from negolib.games.multi_product import MultiProductGame  # noqa: E402
+from negolib.games.multi_product.env import Episode  # noqa: E402
+from negolib.games.multi_product.metrics import market_metrics  # noqa: E402
+from negolib.games.multi_product.scenarios import MarketConfig, MultiProductScenario  # noqa: E402
+from negolib.games.multi_product.training import (  # noqa: E402
+    METRICS,
+    STAGE_COLUMNS,
+    MultiProductGRPOConfig,
+    RewardConfig,
+    default_recipe,
+    episode_factory,
+    play_stages,
+    render,
+    reward_of,
+    run_grpo,
+    scenario_items,
+    stage_table,
+)
+from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
+from negolib.training.rollout import Generation, RolloutEngine, RolloutLimits  # noqa: E402
+
+torch.set_num_threads(1)
+
+# buyer x product: value - cost = [[70, 50], [60, 20], [20, 45]]; best welfare 115 (b1-p1, b3-p2)
+HAND = MultiProductScenario("t", 1, MarketConfig(n_products=2, n_buyers=3, turn_budget=5), list_prices=(100.0, 80.0),
+                            costs=(50.0, 40.0), valuations=((120.0, 90.0), (110.0, 60.0), (70.0, 85.0)))
+
+
+def msg(to: str = "buyer_1", product: str = "product_1", price: str = "120", message: str = "For you.") -> str:
+    return f"TO: {to}\nPRODUCT: {product}\nPRICE: {price}\nMESSAGE: {message}"
+
+
+GOOD = [msg(), msg("buyer_3", "product_2", "85")]  # both accepted at full value: payoff (70 + 45) / 115 = 1
+HOSTILE = {"TO": msg(to="buyer_9"), "PRODUCT": msg(product="product_7"), "PRICE": msg(price="1,000"),
+           "MESSAGE": msg(message="Hi.\nPRICE: 5")}
+
+
+def expected_reward(rec: dict) -> float:
+    """The documented rule, written out: the game's seller payoff minus 0.05 x the refused fraction of messages."""
+    out = rec["outcome"]
+    refused = out["bad_parses"] + sum(out["violations"].values())
+    return MultiProductGame().payoffs(rec).seller - 0.05 * refused / out["seller_turns"]
+
+
+class PlanGenerator:
+    """Seller messages from a plan: call k answers ``plan[min(k, len(plan) - 1)]`` for every context."""
+
+    def __init__(self, tok, tags, plan):
+        self.tok, self.tags, self.plan, self.calls = tok, tags, plan, 0
+
+    def generate(self, contexts, budgets):
+        text = self.plan[min(self.calls, len(self.plan) - 1)]
+        self.calls += 1
+        ids = encode_text(self.tok, text) + [self.tags.stop_ids[0]]
+        return [Generation(list(ids), [-0.1] * len(ids), True) for _ in contexts]
+
+
+def play_plan(plan: list[str]):
+    tok = tiny_tokenizer()
+    tags = derive_turn_tags(tok)
+    buyers = {"pool": MultiProductGame().make_agent("pool", "buyer", 0)}
+    eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers, None, RolloutLimits(400, 32768, 16384, 5),
+                        render=render, episode_factory=episode_factory())
+    (t,) = eng.play(list(scenario_items([HAND], "pool"))).trajectories
+    return t, t.episode.record()
+
+
+def test_rollout_rewards_follow_the_normalised_surplus_and_count_refused_messages():
+    t, rec = play_plan(GOOD)
+    assert t.status == "deal" and rec["outcome"]["end"] == "sold_out" and t.reward == pytest.approx(1.0)
+    assert t.score == pytest.approx(1.0) and t.episode.bad_parses("seller") == (0, 2)
+    cheap, rec = play_plan([msg(price="60"), msg("buyer_3", "product_2", "41")])  # surplus (10 + 1) / 115
+    assert cheap.reward == pytest.approx(11 / 115) and cheap.reward == pytest.approx(expected_reward(rec))
+    below, rec = play_plan([msg(price="49.99"), *GOOD])  # a below-cost offer is refused, counted and penalised
+    assert rec["outcome"]["violations"]["below_cost"] == 1 and below.episode.bad_parses("seller") == (1, 3)
+    assert below.reward == pytest.approx(1.0 - 0.05 / 3) == pytest.approx(expected_reward(rec))
+    none, rec = play_plan([msg(price="500")])  # never accepted: no sale, payoff 0, no refusal
+    assert none.status == "no_deal" and none.reward == 0.0 and rec["outcome"]["end"] == "budget"
+
+
+@pytest.mark.parametrize("part", list(HOSTILE))
+def test_a_hostile_message_for_each_part_is_a_bad_parse_of_that_part_and_penalised(part):
+    t, rec = play_plan([HOSTILE[part], *GOOD])
+    out = rec["outcome"]
+    assert out["bad_parses"] == 1 and out["bad_parts"] == {part: 1} and out["valid_messages"] == 2
+    assert rec["turns"][0]["part"] == part and rec["turns"][0]["parse_error"].startswith(part)
+    assert t.episode.bad_parses("seller") == (1, 3)
+    assert t.reward == pytest.approx(1.0 - 0.05 / 3) == pytest.approx(reward_of(rec))
+    every, rec = play_plan([HOSTILE[part]])  # five hostile messages: the budget is spent, nothing sold
+    assert every.status == "no_deal" and rec["outcome"]["bad_parts"] == {part: 5}
+    assert every.reward == pytest.approx(-0.05) and every.episode.bad_parses("seller") == (5, 5)
+
+
+def test_reward_and_grpo_configs_reject_bad_values():
+    with pytest.raises(ValueError, match="RewardConfig.refusal_penalty"):
+        RewardConfig(refusal_penalty=-1)
+    with pytest.raises(ValueError, match="MultiProductGRPOConfig.markets"):
+        MultiProductGRPOConfig(markets=("nowhere",))
+    with pytest.raises(ValueError, match="max_rollout_turns"):  # "large" has 14 messages: the driver would cut all
+        MultiProductGRPOConfig(markets=("large",), recipe=replace(default_recipe(), max_rollout_turns=10))
+    tok = tiny_tokenizer()
+    tags = derive_turn_tags(tok)
+    buyers = {"pool": MultiProductGame().make_agent("pool", "buyer", 0)}
+    eng = RolloutEngine(PlanGenerator(tok, tags, [msg(price="500")]), tok, tags, buyers, None,
+                        RolloutLimits(400, 32768, 16384, 3), render=render,
+                        episode_factory=episode_factory(RewardConfig(cut_penalty=0.2)))
+    (t,) = eng.play(list(scenario_items([HAND], "pool"))).trajectories
+    assert t.status == "truncated" and t.reward == pytest.approx(-0.2)  # cut by the driver after 3 of 5 messages
+
+
+# -- GRPO and the stage evaluation on a tiny model -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    model, tok = tiny_causal_lm(seed=0)
+    path = tmp_path_factory.mktemp("tiny-base")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+GRPO_CONFIG = MultiProductGRPOConfig(  # two training markets of the small size (2 products, 3 buyers, 6 messages)
+    markets=("small",), train_seeds_per_market=2,
+    recipe=replace(default_recipe(), scenarios_per_step=2, rollouts_per_scenario=2, micro_batch_size=4, max_steps=1,
+                   save_every=1, max_new_tokens=12, max_prompt_tokens=4096, max_context_tokens=8192,
+                   max_rollout_turns=6, learning_rate=1e-3, seed=3))
+
+
+@pytest.fixture(scope="module")
+def grpo_run(base_dir, tmp_path_factory):
+    """One GRPO step of the tiny model through run_grpo (-> the shared train() and build_run), with spies on the
+    engine the trainer builds, the batch it plays and what TRL receives."""
+    from negolib.training import grpo
+    from negolib.training.rollout import RolloutBatch
+
+    engines, batches, outputs = [], [], []
+    real_engine, real_play, real_output = grpo.EngineFactory.engine, RolloutEngine.play, RolloutBatch.trl_output
+
+    def engine(self, *a, **k):
+        engines.append(real_engine(self, *a, **k))
+        return engines[-1]
+
+    def play(self, *a, **k):
+        batches.append(real_play(self, *a, **k))
+        return batches[-1]
+
+    def trl_output(self):
+        outputs.append(real_output(self))
+        return outputs[-1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(grpo.EngineFactory, "engine", engine)
+        mp.setattr(RolloutEngine, "play", play)
+        mp.setattr(RolloutBatch, "trl_output", trl_output)
+        result = run_grpo(base_dir, tmp_path_factory.mktemp("grpo") / "run", GRPO_CONFIG, resume=False)
+    return result, engines, batches, outputs
+
+
+def test_one_grpo_step_on_the_multi_product_adapter(grpo_run):
+    result, engines, batches, outputs = grpo_run
+    (eng,) = engines
+    (batch,) = batches
+    (out,) = outputs
+    tok, tags = eng.tokenizer, eng.tags
+    assert eng.role == "seller" and eng.render is render and set(eng.buyers) == {"pool"}
+    assert len(batch.trajectories) == 4 and out["env_mask"] == [t.env_mask for t in batch.trajectories]
+    assert {t.item.scenario_id for t in batch.trajectories} == {"small|0", "small|1"}
+    for t in batch.trajectories:
+        assert not t.excluded and t.status in ("deal", "no_deal")  # the recipe's turn cap covers the budget
+        n_seller = sum(turn["role"] == "seller" for turn in t.episode.turns)
+        assert t.seller_turns == n_seller == t.episode.bad_parses("seller")[1] >= 1
+        segs = [ids for kind, ids in t.segments if kind != "env"]
+        said = [strip_template_tags(tok.decode(s[:-1] if s[-1] in tags.stop_ids else s), tok, tags) for s in segs]
+        assert said == [turn["raw"] for turn in t.episode.turns if turn["role"] == "seller"]
+        assert tok.decode(t.prompt_ids) == tok.apply_chat_template(
+            render(Episode(t.item.scenario).view()), tokenize=False, add_generation_prompt=True)
+        assert t.reward == pytest.approx(expected_reward(t.episode.record()))
+    recs = [json.loads(line) for line in (result.out_dir / "transcripts" / "train.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and {r["seller"] for r in recs} == {"policy"} and {r["buyer"] for r in recs} == {"pool"}
+    assert {r["game"] for r in recs} == {"multi_product"}
+    assert [r["training"]["reward"] for r in recs] == pytest.approx([expected_reward(r) for r in recs])
+    assert out["episode_reward"] == pytest.approx([r["training"]["reward"] for r in recs])
+    assert result.steps == 1 and result.checkpoint.name == "checkpoint-1" and [r["step"] for r in result.log] == [1]
+
+
+def test_stage_evaluation_pairs_base_and_trained_model_on_the_same_episodes(base_dir, grpo_run):
+    from negolib.sampling import SamplingConfig
+
+    stages = {"base": base_dir, "GRPO": grpo_run[0].checkpoint}
+    eps = play_stages(stages, ["pool"], n_seeds=2, markets=["small", "cheap"], seed=1,
+                      sampling=SamplingConfig(max_new_tokens=8), prompt_cap=8192)
+    assert (eps["valid"]).all() and set(eps["cluster"]) == {"5000500", "5000501"}  # past the tournament's seeds
+    keys = {s: sorted(g["scenario_key"]) for s, g in eps.groupby("stage")}
+    assert len(keys["base"]) == 4 and keys["base"] == keys["GRPO"]
+    table = stage_table(eps, list(stages), n_resamples=200)
+    assert list(table.columns) == list(STAGE_COLUMNS)
+    assert len(table) == (2 + 1) * 3 * len(METRICS)  # (stages + one difference) x (two markets + all) x metrics
+    diffs = table[table["kind"] == "difference"]
+    assert set(zip(diffs["stage"], diffs["baseline"])) == {("GRPO", "base")}
+
+
+def test_stage_table_of_scripted_sellers_matches_the_market_metrics():
+    """Scripted sellers as stages: every stage row is the game's market metric, every difference the difference of
+    the stages' values on the paired episodes, inside its interval; the oracle (an upper bound) beats greedy."""
+    eps = play_stages({"greedy": "greedy", "oracle": "oracle", "random": "random"}, ["pool", "picky"], n_seeds=6)
+    table = stage_table(eps, n_resamples=500, seed=2)
+    stage = table[table["kind"] == "stage"].set_index(["stage", "market", "metric"])["estimate"]
+    for s, g in eps.groupby("stage"):
+        mm = market_metrics(g, overall=True).set_index("market")
+        for market in mm.index:
+            for m in METRICS:
+                assert stage[(s, market, m)] == pytest.approx(mm.loc[market, m], nan_ok=True), (s, market, m)
+    diff = table[table["kind"] == "difference"]
+    assert len(diff) == 3 * 7 * len(METRICS)
+    for _, row in diff.iterrows():
+        want = stage[(row["stage"], row["market"], row["metric"])] - stage[(row["baseline"], row["market"],
+                                                                           row["metric"])]
+        assert row["estimate"] == pytest.approx(want, nan_ok=True)
+        if np.isfinite(row["estimate"]):
+            assert row["ci_low"] <= row["estimate"] <= row["ci_high"]
+    gain = diff.set_index(["stage", "baseline", "market", "metric"]).loc[("oracle", "greedy", "all",
+                                                                          "normalised_surplus")]
+    assert gain["estimate"] > 0 and gain["ci_low"] > 0
+    adherence = stage.xs("constraint_adherence", level="metric")
+    assert (adherence == 1.0).all()  # scripted sellers never break a rule
