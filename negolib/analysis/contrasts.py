@@ -113,10 +113,51 @@ def held_out_contrasts(df: pd.DataFrame, params: Params) -> pd.DataFrame:
     return run_pairs(Analysis.from_params(df, params), design_pairs(params), ("score",), primary=(), domains=held)
 
 
+EXTENSION_ROLES = ("shared", "lr3")
+"""The trained roles whose held-out gain at the largest size the extension's trigger reads: the shared recipe (the
+frozen arm matrix's, prespecified) and the 3x LR (the paper's second evaluation round met the condition again)."""
+
+
+def held_out_extension_trigger(held: pd.DataFrame, params: Params) -> pd.DataFrame:
+    """App. C's prespecified adaptive step, evaluated: double the held-out panel if the held-out gain's interval
+    straddles zero for the largest trained model. One row per role of :data:`EXTENSION_ROLES` at the profile's
+    largest size (the last of ``design.sizes``): ``arm``, ``base``, its held-out gain over base from ``held``
+    (:func:`held_out_contrasts`; NaN and ``available`` False when not evaluated), ``straddles_zero`` and
+    ``prespecified`` (the shared recipe's row, whose straddle fires the trigger)."""
+    cols = ["size", "paper_size", "role", "arm", "base", "estimate", "ci_low", "ci_high", "n_clusters", "available",
+            "straddles_zero", "prespecified"]
+    if not params.design.sizes:
+        return pd.DataFrame(columns=cols)
+    g = params.design.sizes[-1]
+    look = {} if held is None or held.empty else {
+        (r["arm_a"], r["arm_b"]): r for r in held[held["metric"] == "score"].to_dict("records")}
+    rows = []
+    for role in EXTENSION_ROLES:
+        arm = getattr(g, role)
+        r = look.get((arm, g.base)) if arm else None
+        ok = r is not None and bool(np.isfinite(r["estimate"]))
+        lo, hi = (r["ci_low"], r["ci_high"]) if ok else (np.nan, np.nan)
+        rows.append({"size": g.label, "paper_size": g.paper, "role": role, "arm": arm, "base": g.base,
+                     "estimate": r["estimate"] if ok else np.nan, "ci_low": lo, "ci_high": hi,
+                     "n_clusters": int(r["n_clusters"]) if ok and "n_clusters" in r else 0, "available": ok,
+                     "straddles_zero": bool(ok and lo <= 0 <= hi), "prespecified": role == "shared"})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def extension_fires(trigger: pd.DataFrame) -> bool | None:
+    """Whether the held-out extension's trigger fires (:func:`held_out_extension_trigger`): read on the prespecified
+    (shared-recipe) row where it was evaluated, else on the largest size's other trained arm; None when neither
+    has a held-out gain."""
+    avail = trigger[trigger["available"]] if len(trigger) else trigger
+    read = avail[avail["prespecified"]] if len(avail) and avail["prespecified"].any() else avail
+    return bool(read["straddles_zero"].any()) if len(read) else None
+
+
 def trained_pairs(params: Params, roles: Sequence[str] = ("shared", "lr3", "lr10")) -> list[tuple[str, str]]:
     """(trained arm, same-size base) of every size group, recipe by recipe (``roles``) within a size."""
     return [(getattr(g, r), g.base) for g in params.design.sizes for r in roles if getattr(g, r)]
 
 
-__all__ = ["CONTRAST_COLUMNS", "DISPLAY_COLUMNS", "ROLES", "design_contrasts", "design_pairs", "held_out_contrasts",
-           "holm_family", "numeric", "run_pairs", "trained_pairs"]
+__all__ = ["CONTRAST_COLUMNS", "DISPLAY_COLUMNS", "EXTENSION_ROLES", "ROLES", "design_contrasts", "design_pairs",
+           "extension_fires", "held_out_contrasts", "held_out_extension_trigger", "holm_family", "numeric", "run_pairs",
+           "trained_pairs"]

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from negolib.formatting import DASH
+from negolib.analysis.contrasts import extension_fires
+from negolib.formatting import DASH, fmt_ci
 from negolib.paper import PaperReported
 from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper
@@ -101,6 +102,34 @@ def heldout_table(contrasts: pd.DataFrame, params: Params, paper: PaperReported)
     return BookTable("heldout", "Held-out panel (App. C): gains over base on the car domain", frame(rows),
                      f"paper: at n=128 a 95% interval has a half-width of about ±"
                      f"{paper.get('held_out', 'half_width_n128', default=0.03)}.", contrast_data(contrasts))
+
+
+def extension_trigger_table(trigger: pd.DataFrame, paper: PaperReported) -> BookTable:
+    """App. C's prespecified extension (double the held-out panel if the held-out gain's interval straddles zero
+    for the largest trained model), its trigger evaluated on ours
+    (:func:`negolib.analysis.contrasts.held_out_extension_trigger`): per trained role at the largest size, the
+    held-out gain and whether it straddles zero, with the paper's gains and reading beside."""
+    rows = []
+    for r in trigger.to_dict("records"):
+        key = {"shared": "shared_minus_base", "lr3": "lr3_minus_base"}[r["role"]]
+        pv = paper.get("held_out", key, r["paper_size"]) if r["paper_size"] else None
+        straddle = ("yes" if r["straddles_zero"] else "no") if r["available"] else DASH
+        rows.append({"size": r["size"], "recipe": ROLE_LABELS[r["role"]] + (" (prespecified)" if r["prespecified"]
+                                                                         else ""),
+                     "arm": r["arm"] or DASH,
+                     "held-out gain over base": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=True,
+                                                       missing="not evaluated in this profile"),
+                     "straddles zero": straddle, "paper: held-out gain": fmt_paper(pv, signed=True),
+                     "paper: straddles zero": ("yes" if pv[1] <= 0 <= pv[2] else "no") if pv else DASH})
+    fires = extension_fires(trigger)
+    pre = trigger[trigger["available"] & trigger["prespecified"]] if len(trigger) else trigger
+    verdict = "cannot be evaluated (no trained arm of the largest size has a held-out gain)" if fires is None else \
+        "fires: the extension (double the held-out panel) is due" if fires else "does not fire"
+    if fires is not None and not len(pre):
+        verdict += " (read on the 3× LR arm: the largest size has no evaluated shared-recipe arm)"
+    return BookTable("extension_trigger", "Held-out-panel extension: the prespecified trigger (App. C, K)",
+                     frame(rows), f"ours: the trigger {verdict}. paper: the trigger fired twice (31B shared LR and "
+                     "31B 3× LR) and the extension was not run (cost; App. K deviation log).", trigger)
 
 
 def shared_recipe_arms(params: Params, group: Any) -> list[str]:
@@ -206,4 +235,5 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
     return fig
 
 
-__all__ = ["figure3", "figure3_points", "heldout_table", "shared_recipe_arms", "table3", "table4"]
+__all__ = ["extension_trigger_table", "figure3", "figure3_points", "heldout_table", "shared_recipe_arms", "table3",
+           "table4"]
