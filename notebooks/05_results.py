@@ -31,8 +31,10 @@ from IPython.display import display
 
 from negolib.analysis.contrasts import trained_pairs
 from negolib.analysis.decomposition import decomposition
+from negolib.analysis.quoted import quoted_contrasts
 from negolib.book import open_book
 from negolib.diagnostics import openings_table
+from negolib.report.quoted import quoted_table
 from negolib.report.results import (
     figure2,
     frontier_table,
@@ -84,6 +86,17 @@ for r in R.primary().itertuples():
 
 # %%
 display(B.save_table(table1(R.contrasts, R.est, P, paper)))
+
+# %% [markdown]
+# ## The gain differences behind contribution (i)
+# The paper's text quotes how the shared-LR gain changes between sizes: within the E-series pair (4.5B − 2.3B),
+# across the architecture boundary (12B − 4.5B) and within the conventional pair (31B − 12B), each a difference of
+# two paired gains on the same resamples; the 31B − 12B 3× LR difference; and the 4.5B 3× LR run read at steps 56
+# and 64. All exploratory and unadjusted. A profile without the arms a row needs says "not run in this profile"
+# (naming the design role it lacks) beside the paper's value.
+
+# %%
+display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("5",)), "5", paper)))
 
 # %% [markdown]
 # ## Figure 2

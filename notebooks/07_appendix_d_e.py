@@ -30,12 +30,14 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.analysis.guards import guards_frame
+from negolib.analysis.quoted import quoted_contrasts
 from negolib.analysis.serving import serving_frame
 from negolib.analysis.training import training_summary
 from negolib.book import open_book
 from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
 from negolib.domains import load_domains
 from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
+from negolib.report.quoted import quoted_table
 from negolib.report.training import training_table
 from negolib.training.runs import describe_models
 
@@ -97,6 +99,14 @@ display(B.save_table(template_tag_table(serving_frame(R.an.df), P)))
 # %%
 for g in P.design.sizes:
     display(B.save_table(table5(R.est, R.est, g, P, paper)))
+
+# %% [markdown]
+# The 10× LR arm by buyer (App. E): its gain over base against each evaluation buyer, its buyer split minus
+# base's (a difference of the two per-buyer gains on the same resamples, paired by scenario) and its S against
+# the 3× LR arm. Exploratory, unadjusted.
+
+# %%
+display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("E",)), "E", paper)))
 
 # %% [markdown]
 # ## Table 6: buyer's-voice openers on the held-out domain
