@@ -17,7 +17,7 @@ from negolib.chat_template import derive_turn_tags, encode_text, strip_template_
 from negolib.games.multi_product import MultiProductGame  # noqa: E402
 from negolib.games.multi_product.env import Episode  # noqa: E402
 from negolib.games.multi_product.metrics import market_metrics  # noqa: E402
-from negolib.games.multi_product.scenarios import MarketConfig, MultiProductScenario  # noqa: E402
+from negolib.games.multi_product.scenarios import MARKETS, MarketConfig, MultiProductScenario  # noqa: E402
 from negolib.games.multi_product.training import (  # noqa: E402
     METRICS,
     STAGE_COLUMNS,
@@ -239,3 +239,87 @@ def test_stage_table_of_scripted_sellers_matches_the_market_metrics():
     assert gain["estimate"] > 0 and gain["ci_low"] > 0
     adherence = stage.xs("constraint_adherence", level="metric")
     assert (adherence == 1.0).all()  # scripted sellers never break a rule
+
+
+# -- the profile section ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+def test_shipped_profiles_have_a_valid_multi_product_section(profile):
+    from negolib.params import load_params, recipe
+
+    p = load_params(f"params/{profile}.yaml")
+    g = p.games.multi_product
+    game = MultiProductGame()
+    assert g is not None and all(a in game.scripted_strategies() for a in g.tournament.agents if ":" not in a)
+    assert g.lm.opponent in game.buyer_names() and g.lm.base.backend == "hf"
+    assert set(g.lm.eval_tiers or MARKETS) <= set(MARKETS)
+    cfg = recipe(p, "games.multi_product.grpo", MultiProductGRPOConfig())  # the recipe the notebook builds
+    assert cfg.recipe.max_rollout_turns >= max(MARKETS[m].turn_budget for m in cfg.markets)
+    if profile == "smoke":
+        assert g.lm.base.model == "tiny"
+
+
+def _games_data(path: str = "params/smoke.yaml") -> dict:
+    import yaml
+
+    return yaml.safe_load(open(path).read())
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda g: g["multi_product"].update(tourney={}), "games.multi_product", "unknown keys ['tourney']"),
+    (lambda g: g["multi_product"].pop("tournament"), "games.multi_product.tournament", "is required"),
+    (lambda g: g["multi_product"]["tournament"].update(agents=[]), "games.multi_product.tournament.agents",
+     "at least one seller"),
+    (lambda g: g["multi_product"]["tournament"].update(agents=["greedy", "greedy"]),
+     "games.multi_product.tournament.agents[1]", "listed twice"),
+    (lambda g: g["multi_product"]["tournament"].update(agents=["greedy", "gpt:x"]),
+     "games.multi_product.tournament.agents[1]", "not a language-model agent"),
+    (lambda g: g["multi_product"]["tournament"].update(seeds_per_tier=0),
+     "games.multi_product.tournament.seeds_per_tier", "1..1000"),
+    (lambda g: g["multi_product"]["lm"].update(opponent="openai:gpt"), "games.multi_product.lm.opponent",
+     "scripted buyers"),
+    (lambda g: g["multi_product"]["lm"].update(eval_tiers=[]), "games.multi_product.lm.eval_tiers", "is empty"),
+    (lambda g: g["multi_product"]["lm"].update(eval_tiers=["small", "small"]), "games.multi_product.lm.eval_tiers[1]",
+     "listed twice"),
+    (lambda g: g["multi_product"]["lm"].update(eval_seeds_per_tier=0), "games.multi_product.lm.eval_seeds_per_tier",
+     "1..1000"),
+    (lambda g: g["multi_product"]["lm"].update(base={"backend": "scripted", "strategy": "boulware"}),
+     "games.multi_product.lm.base.backend", "must be 'hf'"),
+    (lambda g: g["multi_product"]["lm"]["base"].update(prompt_cap=0), "games.multi_product.lm.base.prompt_cap",
+     ">= 1"),
+    (lambda g: g["multi_product"].update(train="yes"), "games.multi_product.train", "bool"),
+    (lambda g: g["multi_product"].update(grpo=["markets"]), "games.multi_product.grpo", "must be a mapping"),
+])
+def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, words):
+    import yaml
+
+    from negolib.errors import ValidationError
+    from negolib.params import load_params
+
+    data = _games_data()
+    edit(data["games"])
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ValidationError) as e:
+        load_params(path)
+    assert e.value.field == field, str(e.value)
+    assert words in str(e.value) and str(path.resolve()) in str(e.value)
+
+
+@pytest.mark.parametrize("override, field, words", [
+    ({"markets": ["nowhere"]}, "games.multi_product.grpo.markets", "unknown"),
+    ({"train_seeds_per_market": 0}, "games.multi_product.grpo.train_seeds_per_market", ">= 1"),
+    ({"recipe": {"max_rollout_turns": 2}}, "games.multi_product.grpo.recipe", "max_rollout_turns"),
+    ({"recipe": {"max_steps": 0}}, "games.multi_product.grpo.recipe.max_steps", ""),
+    ({"reward": {"refusal_penalty": -1}}, "games.multi_product.grpo.reward.refusal_penalty", ">= 0"),
+    ({"seeds": 3}, "games.multi_product.grpo", "unknown keys ['seeds']"),
+])
+def test_grpo_recipe_overrides_name_the_dotted_field(override, field, words):
+    from negolib.errors import ValidationError
+    from negolib.params import load_params, recipe
+
+    p = load_params("params/smoke.yaml")
+    with pytest.raises(ValidationError) as e:
+        recipe(p, "games.multi_product.grpo", MultiProductGRPOConfig(), override)
+    assert e.value.field == field, str(e.value)
+    assert words in str(e.value)
