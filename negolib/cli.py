@@ -9,7 +9,7 @@ Commands:
 * ``summary``: the per-arm summary of a transcript file (validated; one protocol per file, or
   checked against ``--protocol``);
 * ``book run``: execute the book's notebooks with papermill on a params profile;
-* ``book handout``: course copies of the notebooks with the exercise solutions stripped;
+* ``book handout``: course copies of the notebooks with the exercise solutions stripped, and a ZIP of them;
 * ``train``: a GRPO training run from a params profile;
 * ``tournament``: a round robin of a registered game's agents (resumable; without ``--agents``, the game's
   default agents): cross-table, per-agent summary and Bradley-Terry ratings with seed-cluster intervals,
@@ -134,12 +134,15 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_handout(args: argparse.Namespace) -> int:
-    from negolib.handout import make_handout
+    from negolib.handout import default_zip_path, make_handout
 
     notebooks = _csv(args.notebooks) if args.notebooks else None
-    counts = make_handout(args.out, notebooks)
+    counts = make_handout(args.out, notebooks, write_zip=not args.no_zip)
     for name, n in counts.items():
         print(f"{args.out}/{name}.ipynb: {n} solution(s) stripped")
+    if not args.no_zip:
+        print(f"{default_zip_path(args.out)}: the handout as a project that opens in JupyterLab (unzip, "
+              "pip install -e ., jupyter lab notebooks/)")
     return 0
 
 
@@ -249,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_book)
     p = book.add_parser("handout", help="course handout: the notebooks with exercise solutions stripped")
-    p.add_argument("--out", default="handout", help="folder for the handout notebooks")
+    p.add_argument("--out", default="handout", help="folder for the handout notebooks (the ZIP goes beside it)")
+    p.add_argument("--no-zip", action="store_true", help="write the folder only, not <out>.zip")
     p.add_argument("--notebooks", default="", help="comma-separated notebook names or prefixes (default: all)")
     p.set_defaults(fn=cmd_handout)
 

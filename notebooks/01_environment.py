@@ -93,19 +93,6 @@ rows = pd.DataFrame([{"outcome": k, "S": v[0], "reward r": round(reward(*v, cfg)
 B.save_table(simple_table("reward_examples", "Eq. 1 on example outcomes", rows.set_index("outcome")))
 
 # %% [markdown]
-# ### Exercise 1
-# How much reward does a deal at $\tilde U = 0.60$ lose by closing in the last round (12) instead of
-# round 8? And what does one bad parse in eight seller turns cost? Use
-# `reward(S, n_bad, n_policy, rounds, cfg)`. (In a course handout, `python -m negolib book handout`,
-# the solution below is removed.)
-
-# %% tags=["solution"]
-# Exercise 1: the length and format penalties of Eq. 1, from the function itself.
-late = reward(0.60, 0, 8, 8, cfg) - reward(0.60, 0, 12, 12, cfg)
-one_bad = reward(0.60, 0, 8, 8, cfg) - reward(0.60, 1, 8, 8, cfg)
-print(f"closing in round 12 instead of 8 costs {late:.4f}; one bad parse in 8 seller turns costs {one_bad:.4f}")
-
-# %% [markdown]
 # ## Figure 1: the loop, one episode turn by turn
 # The paper quotes turns 6-7 of seed 5000053 on the held-out car domain (its 12B 3× LR seller against
 # GPT-5.6-Terra). We replay the same scenario with a scripted seller and buyer of this profile (scripted
@@ -128,20 +115,6 @@ B.save_figure(fig, "figure1_ledger")
 turn, table = explorer.turn(record, min(7, len(record["turns"])))
 print(f"turn {turn['turn']} ({turn['role']}): {turn['prose']}")
 display(table)
-
-# %% [markdown]
-# ### Exercise 2
-# Play the next car scenario (seed 5,000,054) with the same two parties. Did they agree, after how
-# many turns, and which side got the larger $\tilde U$? (`explorer.play` returns the transcript
-# record; its `outcome` holds `deal`, `seller_utility` and `buyer_utility`.)
-
-# %% tags=["solution"]
-# Exercise 2: one more episode, read from its transcript record.
-other = explorer.play("car", 5_000_054, seller, buyer)
-o = other["outcome"]
-verdict = (f"deal: seller U~ {o['seller_utility']:.3f}, buyer U~ {o['buyer_utility']:.3f}" if o["deal"]
-           else "no deal")
-print(f"{seller} vs {buyer}, car seed 5,000,054: {verdict} after {len(other['turns'])} turns")
 
 # %% [markdown]
 # ## Interactive: the episode explorer
@@ -169,3 +142,128 @@ session.widget()
 
 # %%
 display(Markdown(f"Tables written to `{B.paths.tables}`, figures to `{B.paths.figures}`."))
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 1.1: the reward of Eq. 1 by hand
+# Below, a Boulware seller and a linear buyer play the car scenario of Figure 1, except that two of
+# the seller's turns lose their JSON action. The transcript's outcome has been removed. From the
+# turns alone (and the seller's preferences, `ex1_episode.scenario.seller`, with
+# `negolib.utility.normalized_utility`), work out the score `ex1_S` (the outcome term) and the reward
+# `ex1_reward` of Eq. 1. A good answer counts the seller's turns and its bad parses, the rounds played
+# (a round is one turn of each party), and applies both penalties: it matches what the environment
+# paid to the last decimal.
+
+# %% tags=["exercise"]
+from negolib.agents.scripted import make_scripted
+from negolib.domains import load_domains
+from negolib.env import EnvConfig, Episode
+from negolib.scenarios import make_scenario
+
+ex1_cfg = EnvConfig()  # the paper's constants: lambda = 0.3, g_fmt = g_len = 0.05, T = 12 rounds
+ex1_episode = Episode(make_scenario(load_domains()["car"], 5_000_053), ex1_cfg)
+ex1_parties = {"seller": make_scripted("boulware"), "buyer": make_scripted("linear")}
+while not ex1_episode.done:
+    ex1_view = ex1_episode.view()
+    ex1_text = ex1_parties[ex1_view.role].act_batch([ex1_view])[0].text
+    if ex1_view.role == "seller" and ex1_view.turn in (5, 9):  # these two turns lose their JSON
+        ex1_text = ex1_text.split("\n")[0]
+    ex1_episode.step(ex1_text)
+ex1_transcript = ex1_episode.record(arm="boulware", seller="boulware", buyer="linear")
+del ex1_transcript["outcome"]  # what you are asked to work out
+for t in ex1_transcript["turns"]:
+    kind = t["action"]["action"] if t["action"] else f"no action ({t['parse_error']})"
+    print(f"turn {t['turn']:2d} {t['role']:6s} {kind}")
+
+# %% tags=["solution"]
+# Exercise 1.1: S and the reward r of Eq. 1 from the transcript's turns.
+from negolib.utility import normalized_utility
+
+ex1_turns = ex1_transcript["turns"]
+ex1_last = ex1_turns[-1]
+ex1_deal = bool(ex1_last["action"]) and ex1_last["action"]["action"] == "ACCEPT"
+ex1_S = (normalized_utility(ex1_episode.scenario.domain, ex1_episode.scenario.seller, ex1_last["ledger"])
+         if ex1_deal else -ex1_cfg.no_deal_penalty)
+ex1_seller = [t for t in ex1_turns if t["role"] == "seller"]
+ex1_bad = sum(t["action"] is None for t in ex1_seller)
+ex1_rounds = -(-len(ex1_turns) // 2)  # ceil: a round is one turn of each party
+ex1_over = max(0.0, ex1_rounds - ex1_cfg.soft_budget) / (ex1_cfg.max_rounds - ex1_cfg.soft_budget)
+ex1_reward = ex1_S - ex1_cfg.format_penalty * ex1_bad / len(ex1_seller) - ex1_cfg.length_penalty * ex1_over
+print(f"S = {ex1_S:.4f}; {ex1_bad} bad parse(s) in {len(ex1_seller)} seller turns, {ex1_rounds} rounds: "
+      f"r = {ex1_reward:.4f}")
+
+# %% tags=["check"]
+from negolib.exercises import expect
+
+ex1_S, ex1_reward = expect(globals(), "ex1_S", "ex1_reward", exercise="1.1")
+assert abs(ex1_S - ex1_episode.outcome.score) < 1e-9, \
+    f"exercise 1.1: S = {ex1_S:.4f} is not the outcome term (a deal pays the seller's U~ of the final ledger)"
+assert abs(ex1_reward - ex1_S) > 0.01, "exercise 1.1: r equals S: the format and length penalties are missing"
+assert abs(ex1_reward - ex1_episode.outcome.reward) < 1e-9, \
+    (f"exercise 1.1: r = {ex1_reward:.6f} is not Eq. 1's value; count the seller's turns and bad parses "
+     "and the rounds (a round is one turn of each party)")
+print("exercise 1.1: correct")
+
+# %% [markdown]
+# ### Exercise 1.2: a scripted seller that beats Boulware
+# Boulware (e = 0.2) concedes slowly and accepts an offer only when it is worth at least its own next
+# bid. Against the linear buyer it is a strong baseline, but it still ends some scenarios without a
+# deal, which costs $\lambda = 0.3$. Write a seller `ex2_seller` (a `negolib.agents.scripted.ScriptedAgent`,
+# e.g. a subclass of `TimeDependentAgent`, not the library's `HardHeadedAgent`) whose mean score S
+# beats Boulware's against the linear buyer. The check plays both on the same paired scenario set (24
+# evaluation seeds x 9 domains) and asks that the 95% interval of the paired seed-cluster bootstrap
+# (`negolib.stats.paired_contrast`) of your seller minus Boulware lies above 0. A good answer says
+# why it wins (hint: what is any deal above the reservation value worth, in the last turn, compared
+# with no deal?).
+
+# %% tags=["solution"]
+# Exercise 1.2: a seller whose paired score beats Boulware's against the linear buyer.
+from negolib.agents.scripted import TimeDependentAgent
+
+
+class LastCallBoulware(TimeDependentAgent):
+    """Boulware, except that in its last turn it takes any offer above its reservation value: a deal
+    there is worth more than the no-deal's -lambda."""
+
+    def accepts(self, view, next_bid_utility):  # noqa: ANN001, ANN201
+        last = view.history[-1] if view.history else None
+        if last is None or last.role == view.role or not last.offered:
+            return False  # fair ACCEPT: only an offer the buyer just made can be accepted
+        if view.turn >= view.config.max_turns - 1:  # the seller's last turn
+            return self.utility(view, view.ledger) >= view.prefs.reservation
+        return super().accepts(view, next_bid_utility)
+
+
+ex2_seller = LastCallBoulware("last_call_boulware", e=0.2)
+
+# %% tags=["check"]
+from negolib.agents.base import Agent
+from negolib.agents.scripted import HardHeadedAgent, make_scripted
+from negolib.exercises import expect
+from negolib.rollout import make_specs, run_episodes
+from negolib.scenarios import eval_seeds, scenario_set
+from negolib.stats import ClusterResampler, paired_contrast
+from negolib.transcripts import episodes_frame
+
+ex2_seller = expect(globals(), "ex2_seller", exercise="1.2")
+assert isinstance(ex2_seller, Agent) and not isinstance(ex2_seller, HardHeadedAgent), \
+    "exercise 1.2: ex2_seller must be an agent of your own (not the library's HardHeadedAgent)"
+ex2_agents = {"yours": ex2_seller, "boulware": make_scripted("boulware"), "linear": make_scripted("linear")}
+ex2_scenarios = scenario_set(eval_seeds(24))
+ex2_records = [r for arm in ("yours", "boulware") for r in run_episodes(
+    make_specs(arm, arm, ["linear"], ex2_scenarios), ex2_agents, progress=False).records]
+ex2_frame = episodes_frame(ex2_records)
+assert (ex2_frame["status"] != "error").all(), "exercise 1.2: some episodes of your seller ended in an error"
+ex2_c = paired_contrast(ex2_frame, "yours", "boulware", "score", ClusterResampler.from_frame(ex2_frame, 2_000))
+print(f"your seller - Boulware, mean S: {ex2_c.estimate:+.4f}, 95% CI [{ex2_c.ci_low:+.4f}, {ex2_c.ci_high:+.4f}] "
+      f"over {ex2_c.n_clusters} seed clusters")
+assert ex2_c.ci_low > 0, (f"exercise 1.2: your seller does not beat Boulware (paired difference in S "
+                          f"{ex2_c.estimate:+.4f}, 95% CI [{ex2_c.ci_low:+.4f}, {ex2_c.ci_high:+.4f}] "
+                          "includes 0 or lies below)")
+print("exercise 1.2: correct")

@@ -98,3 +98,90 @@ if len(models):
     note = {"generation prompt tokens": " / ".join(f"{k}: {v['gen_prompt_tokens']}" for k, v in sizes_paper.items())}
     display(B.save_table(simple_table("chat_template", "Chat-template turn tags and round-trip (App. J)",
                                       models[cols].set_index("arm"), paper_values=note)))
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task, a solution (tagged `solution`) and a check (tagged `check`); the course
+# handout (`python -m negolib book handout`) replaces the solutions by `...  # your code here`, and
+# each check then fails, saying what is missing, until you answer. Each runs on its own.
+#
+# ### Exercise 2.1: the paired scenario set of the default profile, by hand
+# Read `params/default.yaml` with `negolib.params.load_params` and, from its `evaluation` section
+# and its arms alone (`P.lm_arms()` lists the language-model arms), count for a scripted arm and for
+# a language-model arm the episodes it plays and the seed clusters its intervals resample, and the
+# episodes of the whole protocol. Put them in a dict `ex21_counts` with keys `scripted_episodes`,
+# `lm_episodes`, `scripted_clusters`, `lm_clusters` and `episodes_total`. A good answer multiplies
+# seeds x domains x buyers (which domains does an LM arm play?) and knows that a cluster is a seed,
+# not an episode.
+
+# %% tags=["solution"]
+# Exercise 2.1: episodes and seed clusters of the default profile's paired scenario set.
+from negolib.domains import load_domains
+from negolib.params import load_params
+
+ex21_P = load_params("../params/default.yaml")
+ex21_ev = ex21_P.evaluation
+ex21_domains = len(ex21_ev.domains or load_domains())
+ex21_lm_domains = len(ex21_ev.lm_domains or ex21_ev.domains or load_domains())
+ex21_lm_seeds = ex21_ev.lm_seeds_per_domain or ex21_ev.seeds_per_domain
+ex21_n_lm = len(ex21_P.lm_arms())
+ex21_counts = {
+    "scripted_episodes": ex21_ev.seeds_per_domain * ex21_domains * len(ex21_ev.buyers),
+    "lm_episodes": ex21_lm_seeds * ex21_lm_domains * len(ex21_ev.buyers),
+    "scripted_clusters": ex21_ev.seeds_per_domain,
+    "lm_clusters": ex21_lm_seeds,
+}
+ex21_counts["episodes_total"] = ((len(ex21_P.arms) - ex21_n_lm) * ex21_counts["scripted_episodes"]
+                                 + ex21_n_lm * ex21_counts["lm_episodes"])
+print(ex21_counts)
+
+# %% tags=["check"]
+from negolib.analysis.design import scenario_set_counts
+from negolib.exercises import expect
+from negolib.params import load_params
+
+ex21_counts = expect(globals(), "ex21_counts", exercise="2.1")
+ex21_ref = scenario_set_counts(load_params("../params/default.yaml")).set_index("quantity")
+ex21_want = {"scripted_episodes": ("episodes_per_arm", "scripted"), "lm_episodes": ("episodes_per_arm", "lm"),
+             "scripted_clusters": ("seed_clusters", "scripted"), "lm_clusters": ("seed_clusters", "lm"),
+             "episodes_total": ("episodes_total", "scripted")}
+assert isinstance(ex21_counts, dict) and set(ex21_want) <= set(ex21_counts), \
+    f"exercise 2.1: ex21_counts must be a dict with the keys {sorted(ex21_want)}"
+for ex21_key, (ex21_q, ex21_col) in ex21_want.items():
+    ex21_true = int(ex21_ref.loc[ex21_q, ex21_col])
+    assert ex21_counts[ex21_key] == ex21_true, \
+        f"exercise 2.1: {ex21_key} = {ex21_counts[ex21_key]} is wrong (count again: seeds x domains x buyers per arm)"
+print("exercise 2.1: correct")
+
+# %% [markdown]
+# ### Exercise 2.2: the compute of one GRPO step (App. I)
+# One GRPO step costs about $C = 2ND_{gen} + 6ND_{train}$ FLOPs: $N$ parameters, $D_{gen}$ tokens the
+# policy samples (one forward each) and $D_{train}$ tokens the update runs forward and backward
+# (every token of every trained sequence, masked ones included). Take a step of SmolLM2-135M
+# ($N = 134.5\times10^6$) on 8 episodes, each a 900-token prompt followed by 1,400 completion tokens of
+# which 600 the seller sampled. Compute `ex22_flops` (C for that step) and `ex22_gen_share` (the
+# fraction of C spent generating). A good answer counts prompt tokens in $D_{train}$ but only the
+# sampled tokens in $D_{gen}$, and finds that the update, not the sampling, dominates the FLOPs
+# (on a CPU the wall clock says otherwise: generation is sequential).
+
+# %% tags=["solution"]
+# Exercise 2.2: C = 2 N D_gen + 6 N D_train for one step, and generation's share of it.
+ex22_n = 134.5e6
+ex22_d_gen = 8 * 600
+ex22_d_train = 8 * (900 + 1_400)
+ex22_flops = 2 * ex22_n * ex22_d_gen + 6 * ex22_n * ex22_d_train
+ex22_gen_share = 2 * ex22_n * ex22_d_gen / ex22_flops
+print(f"C = {ex22_flops:.3e} FLOPs, {ex22_gen_share:.1%} of it in generation")
+
+# %% tags=["check"]
+from negolib.exercises import expect
+from negolib.training.flops import step_flops
+
+ex22_flops, ex22_gen_share = expect(globals(), "ex22_flops", "ex22_gen_share", exercise="2.2")
+ex22_true = step_flops(134.5e6, 8 * 600, 8 * (900 + 1_400))
+assert abs(ex22_flops / ex22_true - 1) < 1e-9, \
+    (f"exercise 2.2: C = {ex22_flops:.4e}, expected {ex22_true:.4e}: D_gen counts the sampled tokens, "
+     "D_train every token of the sequences (prompt included)")
+assert abs(ex22_gen_share - 2 * 134.5e6 * 8 * 600 / ex22_true) < 1e-9, \
+    "exercise 2.2: ex22_gen_share is not the generation's share 2 N D_gen / C"
+print("exercise 2.2: correct")

@@ -219,3 +219,119 @@ for run, seed in runs:
 logs = {(r, s): B.training_log(r, s) for r, s in runs}
 vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
 display(B.save_table(training_table(training_summary(logs, vals), paper)))
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task, sometimes given material (tagged `exercise`), a solution (tagged
+# `solution`) and a check (tagged `check`); the course handout (`python -m negolib book handout`)
+# replaces the solutions by `...  # your code here`, and each check then fails, saying what is
+# missing, until you answer. Each runs on its own, without training anything.
+#
+# ### Exercise 3.1: the leave-one-out advantage by hand
+# Below are the rewards of three GRPO groups of $G = 4$ rollouts each (group-major: the four rollouts
+# of a scenario are consecutive). Without calling negolib, compute every rollout's advantage
+# `ex31_adv` (a numpy array of 12) with NeMo-RL's leave-one-out baseline: $b_i$ the mean of the group's
+# *other* rewards, $s_i$ their Bessel-corrected standard deviation, $A_i = (r_i - b_i)/s_i$, or
+# $r_i - b_i$ when $s_i = 0$. The check compares with the trainer's own function
+# (`negolib.training.advantages.loo_advantages`). A good answer handles the second group, where the
+# other three rewards of the last rollout tie (its $s_i$ is 0, so it is not divided), and the third,
+# where every reward is equal (no gradient at all).
+
+# %% tags=["exercise"]
+import numpy as np
+
+ex31_rewards = np.array([0.80, 0.55, -0.30, 0.62,    # group 1: a no-deal among deals
+                         0.50, 0.50, 0.50, 0.90,     # group 2: one rollout did better than three equal ones
+                         0.40, 0.40, 0.40, 0.40])    # group 3: all equal
+ex31_group = 4
+
+# %% tags=["solution"]
+# Exercise 3.1: leave-one-out baseline and std per rollout, then the advantage.
+ex31_adv = np.zeros_like(ex31_rewards)
+for ex31_i, ex31_r in enumerate(ex31_rewards):
+    ex31_start = ex31_i - ex31_i % ex31_group
+    ex31_others = np.delete(ex31_rewards[ex31_start:ex31_start + ex31_group], ex31_i - ex31_start)
+    ex31_b = ex31_others.mean()
+    ex31_s = ex31_others.std(ddof=1)
+    ex31_adv[ex31_i] = (ex31_r - ex31_b) / ex31_s if ex31_s > 1e-6 else ex31_r - ex31_b
+print(np.round(ex31_adv, 3))
+
+# %% tags=["check"]
+import numpy as np
+
+from negolib.exercises import expect
+from negolib.training.advantages import loo_advantages
+
+ex31_adv = np.asarray(expect(globals(), "ex31_adv", exercise="3.1"), dtype=float)
+ex31_true = loo_advantages(ex31_rewards, ex31_group)
+assert ex31_adv.shape == ex31_true.shape, \
+    f"exercise 3.1: one advantage per rollout: shape {ex31_true.shape}, not {ex31_adv.shape}"
+ex31_bad = [i for i in range(ex31_true.size) if not np.isclose(ex31_adv[i], ex31_true[i], atol=1e-9)]
+assert not ex31_bad, (f"exercise 3.1: rollouts {ex31_bad} differ from the trainer's advantages "
+                      f"{np.round(ex31_true[ex31_bad], 4).tolist()} (leave the rollout itself out; ddof = 1; "
+                      "no division when the others tie)")
+print("exercise 3.1: correct")
+
+# %% [markdown]
+# ### Exercise 3.2: which tokens does the loss see?
+# A trajectory is the seller's first prompt followed by its completion: the seller's sampled tokens
+# (`env_mask` 1) interleaved with the environment's tokens (`env_mask` 0: the turn tags, the buyer's
+# prose). Below, two toy trajectories of one scenario (one word per token) as the rollout driver
+# built them; the second ended in an error (a buyer timeout). What TRL receives is
+# `RolloutBatch.trl_output()` (read the module docstring of `negolib.training.rollout`). Give
+# `ex32_seen`: for each trajectory, the list of words whose log-probabilities enter the loss, in
+# order; and `ex32_rewards`: the two rewards the update sees. A good answer leaves out every buyer and
+# template token, and knows what happens to an error trajectory: no token of it is trained on, and
+# its reward is imputed so that its advantage is exactly 0.
+
+# %% tags=["exercise"]
+from types import SimpleNamespace
+
+from negolib.training.rollout import RolloutBatch, Trajectory
+
+ex32_vocab: dict[str, int] = {}  # a toy tokenizer: one id per word
+
+
+def ex32_ids(text: str) -> list[int]:
+    return [ex32_vocab.setdefault(w, len(ex32_vocab) + 1) for w in text.split()]
+
+
+def ex32_trajectory(status: str, reward: float, segments: list[tuple[str, str]]) -> Trajectory:
+    episode = SimpleNamespace(outcome=SimpleNamespace(reward=reward, score=reward), no_deal_floor=-0.3)
+    traj = Trajectory(SimpleNamespace(scenario_id="car:1", buyer="linear"), episode,
+                      prompt_ids=ex32_ids("<sys> brief <user> open <asst>"))
+    for kind, text in segments:
+        traj.add(kind, ex32_ids(text))
+    traj.status = status
+    return traj
+
+
+ex32_batch = RolloutBatch([
+    ex32_trajectory("deal", 0.7, [("seller", "price 40 warranty 12 <eot>"), ("env", "<user> buyer says price 35"),
+                                  ("env", "<asst>"), ("seller", "ACCEPT <eot>")]),
+    ex32_trajectory("error", 0.0, [("seller", "price 45 <eot>"), ("env", "<user> buyer timeout <asst>")]),
+])
+ex32_words = {i: w for w, i in ex32_vocab.items()}
+for ex32_k, ex32_t in enumerate(ex32_batch.trajectories):
+    print(f"trajectory {ex32_k} ({ex32_t.status}):",
+          " ".join(f"{ex32_words[i]}/{m}" for i, m in zip(ex32_t.completion_ids, ex32_t.env_mask)))
+
+# %% tags=["solution"]
+# Exercise 3.2: the words the loss sees per trajectory, and the rewards the update sees.
+ex32_out = ex32_batch.trl_output()
+ex32_seen = [[ex32_words[i] for i, m in zip(ids, mask) if m]
+             for ids, mask in zip(ex32_out["completion_ids"], ex32_out["env_mask"])]
+ex32_rewards = ex32_out["episode_reward"]
+print(ex32_seen, ex32_rewards)
+
+# %% tags=["check"]
+from negolib.exercises import expect
+
+ex32_seen, ex32_rewards = expect(globals(), "ex32_seen", "ex32_rewards", exercise="3.2")
+assert [list(s) for s in ex32_seen] == [["price", "40", "warranty", "12", "<eot>", "ACCEPT", "<eot>"], []], \
+    ("exercise 3.2: wrong tokens: the loss sees the seller's sampled tokens only (env_mask 1), and none of "
+     f"an error trajectory; you gave {ex32_seen}")
+assert list(ex32_rewards) == ex32_batch.rewards() == [0.7, 0.7], \
+    ("exercise 3.2: an error trajectory's reward is the mean of the valid ones of its group, so its "
+     f"advantage is 0; you gave {ex32_rewards}")
+print("exercise 3.2: correct")
