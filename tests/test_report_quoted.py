@@ -78,3 +78,66 @@ def test_extension_trigger_table_states_the_verdict():
     assert "ours: the trigger fires" in fired.caption
     none = extension_trigger_table(held_out_extension_trigger(held_out_contrasts(df[~car], p), p), paper)
     assert "cannot be evaluated" in none.caption
+
+
+# -- the smaller diagnostics -----------------------------------------------------------------------------------
+
+def test_diagnostic_tables_put_the_papers_values_beside_ours():
+    import numpy as np
+    import pandas as pd
+
+    from negolib.report.quoted import (
+        deal_rate_domain_table,
+        gain_shares_table,
+        integrative_table,
+        kl_read_table,
+        late_close_table,
+        off_schema_ledger_table,
+        self_play_table,
+        walkaway_table,
+    )
+
+    p, paper, _, _ = paper_setup()
+    ci = {"estimate": 0.05, "ci_low": 0.01, "ci_high": 0.09, "significant": True}
+    late = pd.DataFrame([{"arm_a": a, "arm_b": "e2b_base", "base_share": 0.1, "arm_share": 0.2, **ci,
+                          "n_clusters": 8, "n_episodes": 40} for a in ("e2b_shared_104", "e2b_lr10_56")])
+    t = late_close_table(late, p, paper).frame
+    assert t["change, both closed (points)"].iloc[0] == "+5.0e [+1.0, +9.0]"
+    assert t["paper: change (points)"].tolist() == ["-7.5 to +5.0", "+13.0"]
+    assert t["paper: base late closes"].iloc[0] == "3.7%–20.0%"
+
+    split = pd.DataFrame([{"arm_a": "g31b_shared_104", "arm_b": "g31b_base", "metric": m, **ci, "n_clusters": 8,
+                           "n_episodes": 40} for m in ("buyer_integrative", "seller_integrative")])
+    t = integrative_table(split, p, paper).frame.iloc[0]
+    assert t["paper: Δ buyer, integrative"] == "-0.040 [-0.051, -0.029]"
+    assert t["Δ buyer, integrative"] == "+0.050e [+0.010, +0.090]" and t["Δ buyer, distributive"] == "—"
+
+    shares = pd.DataFrame([{"arm_a": "g12b_shared_104", "arm_b": "g12b_base", "seller_gain": 0.065,
+                            "distributive_share": 0.75, "integrative_share": 0.25, "buyer_loss_share": 0.88}])
+    t = gain_shares_table(shares, p, paper).frame.iloc[0]
+    assert (t["paper: distributive share"], t["paper: buyer's loss / seller's gain"]) == ("75.0%–81.0%", "88.0%")
+
+    sp = pd.DataFrame([{"arm": "sonnet5", "buyer": b, "self_play": s, "estimate": 0.5, "ci_low": 0.4, "ci_high": 0.6,
+                        "n_episodes": 9} for b, s in (("buyer_sonnet5", True), ("buyer_terra", False))])
+    assert self_play_table(sp, p, paper).frame["paper: S"].tolist() == ["0.518", "0.513"]
+
+    kl = pd.DataFrame([{"arm": "g31b_lr3_56", "run": "g31b_lr3", "seed": 0, "step": 56, "kl": 0.4, "kl_first": 0.0,
+                        "kl_last": 0.5},
+                       {"arm": "g12b_shared_104", "run": "g12b_shared_cont", "seed": 0, "step": 40, "kl": np.nan,
+                        "kl_first": np.nan, "kl_last": np.nan}])
+    t = kl_read_table(kl, p, paper).frame
+    assert t["paper: KL at read"].tolist() == ["0.4370", "0.0220"] and t["KL at read"].iloc[1] == "—"
+
+    rates = pd.DataFrame([{"arm_a": "e2b_shared_104", "arm_b": "e2b_base", "domain": d, "base_rate": 0.9,
+                           "arm_rate": 0.8, **ci, "n_episodes": 16} for d in ("job_offer", "media_rights", "car")])
+    assert deal_rate_domain_table(rates, p, paper).frame["paper: arm deal rate"].tolist() == [
+        "0.74–0.80", "0.90", "> 0.93 (5 of the other 6)"]
+
+    walk = pd.DataFrame([{"arm": a, "n_episodes": 10, "n_no_deal": 1, "walkaways": 0, "at_cap": 1}
+                         for a in ("g31b_lr3_56", "e2b_base")])
+    assert walkaway_table(walk, p, paper).frame["paper: walk-aways"].tolist() == [0, "—"]
+
+    off = pd.DataFrame([{"arm": a, "n_deals": 10, "n_off_schema_deals": 3, "off_schema_deal_share": 0.3}
+                        for a in ("e2b_lr10_56", "g12b_shared_104", "e4b_base", "boulware")])
+    assert off_schema_ledger_table(off, p, paper).frame["paper: share"].tolist() == ["55%", "27.0%–32.0%",
+                                                                                     "27.0%–44.0%", "—"]

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from negolib.formatting import DASH, fmt_ci, fmt_num, is_number
+from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct, is_number
 from negolib.paper import PaperReported
+from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper
-from negolib.report.cells import frame
+from negolib.report.cells import frame, paper_ref
 
 NOT_RUN = "not run in this profile"
 
@@ -117,4 +118,195 @@ def rerun_table(quoted: pd.DataFrame, paper: PaperReported) -> BookTable:
                      f"±{st.get('refined_endpoint_error')} at 10^5 resamples (same seed).", sub)
 
 
-__all__ = ["LABELS", "NOT_RUN", "PAPER_PATHS", "SECTIONS", "ours_cell", "quoted_table", "rerun_table"]
+# -- the smaller diagnostics (negolib.analysis.quoted_diagnostics) ---------------------------------------------
+
+def _paper_arm(params: Params, paper: PaperReported, arm: str) -> tuple[str | None, str | None, dict]:
+    """(the paper's size key, its recipe, its numbers) of the paper arm ``arm`` is shown beside."""
+    ref = paper_ref(params, arm)
+    p = paper.arm(ref)
+    return p.get("size"), p.get("recipe"), p
+
+
+def _ci(r: dict, scale: float = 1.0, digits: int = 3) -> str:
+    return fmt_ci(r["estimate"] * scale, r["ci_low"] * scale, r["ci_high"] * scale, digits, signed=True,
+                  mark="e" if r.get("significant") else "")
+
+
+def _pct_range(v: object) -> str:
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return f"{fmt_pct(v[0])}–{fmt_pct(v[1])}"
+    return fmt_pct(v) if is_number(v) else DASH
+
+
+def late_close_table(late: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """§5: per (trained arm, base), the share of deals closed at or after the converge turn (16) and its paired
+    change in points on the scenarios both arms closed; the paper's ranges beside."""
+    st = paper.get("style", default={}) or {}
+    rng, lr10 = st.get("late_close_change_range_points"), st.get("late_close_change_lr10_points")
+    rows = []
+    for r in late.to_dict("records"):
+        _, recipe, _ = _paper_arm(params, paper, r["arm_a"])
+        pv = (f"{lr10:+.1f}" if recipe == "lr10" else f"{rng[0]:+.1f} to {rng[1]:+.1f}") if rng else DASH
+        rows.append({"arm": r["arm_a"], "base": r["arm_b"], "base: late closes": fmt_pct(r["base_share"]),
+                     "arm: late closes": fmt_pct(r["arm_share"]),
+                     "change, both closed (points)": _ci(r, 100, 1), "pairs": r["n_episodes"],
+                     "paper: base late closes": _pct_range(st.get("late_close_base_range")),
+                     "paper: change (points)": pv if recipe else DASH})
+    return BookTable("late_closes", "Late closes: deals closed at or after turn 16 (§5, post hoc)", frame(rows),
+                     "From turn 16 each party's prompt says to converge. The change is paired on the scenarios both "
+                     "arms closed; paper: the range over its trained arms (the 10× LR arm on its own).", late)
+
+
+INTEGRATIVE_PAPER = {("g31b_shared_104", "buyer_integrative"): ("contrasts", "g31b_shared_integrative_buyer"),
+                     ("g31b_shared_104", "seller_integrative"): ("contrasts", "g31b_shared_integrative_seller"),
+                     ("e4b_shared_104", "seller_integrative_minus_distributive"):
+                         ("contrasts", "e4b_shared_integrative_minus_distributive")}
+"""(paper arm, metric) -> where the paper's value of an integrative-split row sits in ``paper_reported.yaml``."""
+
+SPLIT_LABELS = {"seller_distributive": "Δ seller, distributive", "seller_integrative": "Δ seller, integrative",
+                "seller_integrative_minus_distributive": "seller: integrative − distributive",
+                "buyer_distributive": "Δ buyer, distributive", "buyer_integrative": "Δ buyer, integrative"}
+
+
+def integrative_table(split: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """§5: per (trained arm, base), on the scenarios both arms closed, the seller's and the buyer's change on the
+    distributive and on the integrative terms and the seller's integrative − distributive gap; the paper's values
+    where it quotes one (31B shared: the buyer's and the seller's integrative change; 4.5B shared: the gap)."""
+    rows = []
+    for (a, b), g in split.groupby(["arm_a", "arm_b"], sort=False) if len(split) else []:
+        look = {r["metric"]: r for r in g.to_dict("records")}
+        row: dict = {"arm": a, "base": b}
+        for m, lab in SPLIT_LABELS.items():
+            row[lab] = _ci(look[m]) if m in look else DASH
+        ref = paper_ref(params, a)
+        for m in ("buyer_integrative", "seller_integrative", "seller_integrative_minus_distributive"):
+            path = INTEGRATIVE_PAPER.get((ref or "", m))
+            row[f"paper: {SPLIT_LABELS[m]}"] = fmt_paper(paper.get(*path), signed=True) if path else DASH
+        rows.append(row)
+    return BookTable("integrative_split", "Integrative terms: the buyer's change and the seller's gap (§5, post hoc)",
+                     frame(rows), "Paired deal-only changes from the same-size base on the scenarios both arms "
+                     "closed, split by term type for both parties; the gap is the seller's integrative minus its "
+                     "distributive change on the same resamples. Exploratory (e: interval excludes zero).", split)
+
+
+def gain_shares_table(shares: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """§5: the distributive, integrative and buyer-loss shares of each trained arm's deal-only gain over base, beside
+    the paper's (distributive 75-81% at 12B and 31B; buyer's loss 88%/93% shared, 55%/48% 3× LR)."""
+    st = paper.get("style", default={}) or {}
+    rows = []
+    for r in shares.to_dict("records"):
+        size, recipe, _ = _paper_arm(params, paper, r["arm_a"])
+        big = size in ("12B", "31B") and recipe in ("shared", "lr3")
+        loss = (st.get(f"buyer_loss_share_{recipe}") or {}).get(size) if recipe else None
+        rows.append({"arm": r["arm_a"], "base": r["arm_b"], "seller's gain (deal-only)": fmt_num(r["seller_gain"], 3,
+                                                                                                 True),
+                     "distributive share": fmt_pct(r["distributive_share"]),
+                     "integrative share": fmt_pct(r["integrative_share"]),
+                     "buyer's loss / seller's gain": fmt_pct(r["buyer_loss_share"]),
+                     "paper: distributive share": _pct_range(st.get("distributive_share_of_gain_12b_31b"))
+                     if big else DASH,
+                     "paper: buyer's loss / seller's gain": fmt_pct(loss) if loss is not None else DASH})
+    return BookTable("gain_shares", "Where the seller's gain comes from (§5, post hoc)", frame(rows),
+                     "Ratios of the point estimates of Table 2's paired changes on the scenarios both arms closed "
+                     "(no interval); a negative buyer's loss is a buyer gain. paper: 12B and 31B only.", shares)
+
+
+def self_play_table(sp: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """App. A: each reference seller's S against a buyer running its own model and against the other buyers."""
+    sel = paper.get("appendix_a", "self_play", default={}) or {}
+    rows = []
+    for r in sp.to_dict("records"):
+        ref = paper_ref(params, r["arm"])
+        pv = sel.get(f"{ref}_vs_{'self' if r['self_play'] else 'other'}") if ref else None
+        rows.append({"seller": r["arm"], "buyer": r["buyer"], "self-play": "yes" if r["self_play"] else "no",
+                     "S": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=False), "episodes": r["n_episodes"],
+                     "paper: S": fmt_paper(pv)})
+    return BookTable("self_play", "Self-play in the reference arms (App. A)", frame(rows),
+                     "A buyer plays the seller's own model when backend and model match.", sp)
+
+
+def kl_read_table(kl: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """App. D: the logged k3 KL to the initial policy at the step each trained arm was read, beside the run's first
+    and last value; the paper's step-56 KL (3× and 10× LR arms, 31B at 56) and end-of-continuation KL beside."""
+    tr = paper.get("training", default={}) or {}
+    rows = []
+    for r in kl.to_dict("records"):
+        size, recipe, p = _paper_arm(params, paper, r["arm"])
+        ref = paper_ref(params, r["arm"])
+        pv = (tr.get("kl_step56") or {}).get(ref or "")
+        if pv is None and recipe == "shared" and p.get("steps") == 104:
+            pv = (tr.get("kl_end_of_continuation") or {}).get(size)
+        rows.append({"arm": r["arm"], "run": r["run"], "read step": r["step"] if pd.notna(r["step"]) else DASH,
+                     "KL at read": fmt_num(r["kl"], 4), "KL first → last": f"{fmt_num(r['kl_first'], 4)} → "
+                                                                           f"{fmt_num(r['kl_last'], 4)}",
+                     "paper: KL at read": fmt_num(pv, 4) if pv is not None else DASH})
+    return BookTable("kl_at_read", "KL to the initial policy at the read step (App. D)", frame(rows),
+                     "The logged k3 estimate (the 0.04 coefficient not folded in), at the checkpoint step the arm was "
+                     "evaluated from (its run's step, not the combined steps).", kl)
+
+
+DEAL_DROP_DOMAINS = ("acquisition", "job_offer", "partnership_dissolution")
+
+
+def deal_rate_domain_table(rates: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """App. B: per domain, the deal rates of a trained arm and its base and the paired change; the paper's 2.3B
+    shared-recipe deal rates by domain beside (0.74-0.80 in three domains, media_rights 0.90, the others above
+    0.93)."""
+    drop = paper.get("training", "e2b_deal_rate_drop_domains", default={}) or {}
+    three = drop.get("acquisition_job_offer_partnership_dissolution")
+    rows = []
+    for r in rates.to_dict("records"):
+        size, recipe, _ = _paper_arm(params, paper, r["arm_a"])
+        pv = DASH
+        if (size, recipe) == ("E2B", "shared"):
+            pv = (f"{three[0]:.2f}–{three[1]:.2f}" if r["domain"] in DEAL_DROP_DOMAINS and three else
+                  fmt_num(drop.get(r["domain"]), 2) if r["domain"] in drop else "> 0.93 (5 of the other 6)")
+        rows.append({"arm": r["arm_a"], "base": r["arm_b"], "domain": r["domain"], "base deal rate":
+                     fmt_num(r["base_rate"], 3), "arm deal rate": fmt_num(r["arm_rate"], 3), "change": _ci(r),
+                     "paper: arm deal rate": pv})
+    return BookTable("deal_rate_by_domain", "Deal rate by domain (App. B)", frame(rows),
+                     "Paired by scenario on the seeds both arms played. paper: its 2.3B shared-recipe arm at 104 "
+                     "steps (the deal-rate decline of Figure 3b).", rates)
+
+
+def walkaway_table(walk: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """App. E: per arm, no-deals, walk-aways (no-deals before the cap) and episodes at the turn cap; the paper's
+    where it quotes them (the 31B 3× LR arm: zero of each)."""
+    rows = []
+    for r in walk.to_dict("records"):
+        ref = paper_ref(params, r["arm"])
+        st = paper.get("style", ref, default={}) if ref else {}
+        w = (st or {}).get("walkaways")
+        rows.append({"arm": r["arm"], "episodes": r["n_episodes"], "no-deals": r["n_no_deal"],
+                     "walk-aways": r["walkaways"], "at the turn cap": r["at_cap"],
+                     "paper: walk-aways": w if w is not None else DASH})
+    return BookTable("walkaways", "Walk-aways and episodes at the turn cap (App. E)", frame(rows, "arm"),
+                     "In this protocol a no-deal is reached only at the turn cap, so a walk-away (a no-deal before "
+                     "it) would be an episode cut short.", walk)
+
+
+def off_schema_ledger_table(off: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
+    """App. A: per arm, the share of deals that close with at least one off-schema term on the ledger; the paper's
+    (55% for the 10× LR arm, 44%/43% for the 12B/31B 3× LR arms, 27-32% for the other 12B and 31B arms, 27-44%
+    for every other arm) beside."""
+    d = paper.get("appendix_a", "deals_with_off_schema", default={}) or {}
+    rows = []
+    for r in off.to_dict("records"):
+        size, _, _ = _paper_arm(params, paper, r["arm"])
+        ref = paper_ref(params, r["arm"])
+        pv = DASH
+        if ref in d:
+            pv = fmt_pct(d[ref], 0)
+        elif size in ("12B", "31B"):
+            pv = _pct_range(d.get("other_12b_31b"))
+        elif size:
+            pv = _pct_range(d.get("others"))
+        rows.append({"arm": r["arm"], "deals": r["n_deals"], "with an off-schema term": r["n_off_schema_deals"],
+                     "share": fmt_pct(r["off_schema_deal_share"]), "paper: share": pv})
+    return BookTable("off_schema_ledger", "Deals closing with an off-schema term on the ledger (App. A)",
+                     frame(rows, "arm"), "An off-schema name enters the ledger but is never scored.", off)
+
+
+__all__ = ["DEAL_DROP_DOMAINS", "INTEGRATIVE_PAPER", "LABELS", "NOT_RUN", "PAPER_PATHS", "SECTIONS", "SPLIT_LABELS",
+           "deal_rate_domain_table", "gain_shares_table", "integrative_table", "kl_read_table", "late_close_table",
+           "off_schema_ledger_table", "ours_cell", "quoted_table", "rerun_table", "self_play_table", "walkaway_table"]
