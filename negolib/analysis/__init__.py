@@ -22,6 +22,12 @@ One module per concept:
   (Table 8);
 * :mod:`negolib.analysis.design`: the evaluation scenario set's counts;
 * :mod:`negolib.analysis.serving`: per arm, the seller turns whose prompt cap bound;
+* :mod:`negolib.analysis.quoted`: the contrasts the paper quotes in its text (gain differences across sizes, the
+  continuation gains, the frontier sellers by panel, the 10x arm by buyer, App. K's 10^5-resample re-runs), arms
+  named by design role so a profile without one gets a "not run" row;
+* :mod:`negolib.analysis.quoted_diagnostics`: the smaller diagnostics the paper quotes (late closes, the
+  integrative split, shares of the gain, self-play, KL at the read step, deal rate by domain, walk-aways,
+  off-schema terms on the closing ledger);
 * :mod:`negolib.analysis.beyond`: the contrasts of notebook 9 (scripted baselines, turn order, fixed
   openings) and the runs with several seeds or the evaluation scaffold.
 """

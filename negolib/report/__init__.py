@@ -19,6 +19,8 @@ One module per notebook section:
 * :mod:`~negolib.report.appendix_g_k` (08): Table 7, cost, Monte Carlo error, Table 9;
 * :mod:`~negolib.report.beyond` (09): scripted baselines, efficiency and the Pareto figure, turn order, fixed
   openings, training seeds and scaffold;
+* :mod:`~negolib.report.quoted` (05-08): the contrasts and diagnostics the paper quotes in its text, one table per
+  section, each row with the paper's value beside (or "not run in this profile");
 * :mod:`~negolib.report.tournament`: the round-robin tournament of any game (:mod:`negolib.tournament`).
 
 Shared: :mod:`~negolib.report.booktable` (the table object, ``simple_table``, the paper's cells),
