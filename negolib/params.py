@@ -47,6 +47,7 @@ PaperSize = Literal["E2B", "E4B", "12B", "31B"]
 NOTEBOOKS: tuple[str, ...] = (
     "01_environment", "02_setup", "03_training", "04_evaluation", "05_results", "06_appendix_b_c",
     "07_appendix_d_e", "08_appendix_g_k", "09_beyond", "10_bilateral_trade",
+    "11_multi_buyer",
 )
 """The book's notebooks in order (:mod:`negolib.book` runs them; a profile's ``budgets.notebooks`` names them)."""
 OPENINGS = ("none", "best")
@@ -340,10 +341,27 @@ class MultiProductGameParams:
 
 
 @dataclass(frozen=True)
+class MultiBuyerGameParams:
+    """One seller, several buyers (notebook 11): the scripted sellers' ``tournament`` against the buyer pool
+    (``seeds_per_tier``: seed clusters per market arm), the language model ``lm`` (``opponent``: the buyer-role
+    agent it trains and is evaluated against, ``pool`` or one style; ``eval_tiers``: the evaluation's markets, null:
+    every market), ``train`` (false: the notebook evaluates the base model only, no GRPO) and ``grpo``, overrides
+    of :class:`negolib.games.multi_buyer.training.MultiBuyerGRPOConfig` (its ``turn_budget`` also sets the
+    evaluation's; its ``recipe`` key overrides the shared TrainConfig), checked by :func:`recipe` when the notebook
+    builds it (errors name the dotted field, ``games.multi_buyer.grpo.recipe.max_steps``)."""
+
+    tournament: GameTournament
+    lm: GameLM
+    train: bool = True
+    grpo: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class GamesParams:
     """The other games of the harness, by registered name (absent: the profile plays only the paper's game)."""
 
     bilateral: BilateralGameParams | None = None
+    multi_buyer: MultiBuyerGameParams | None = None
     multi_product: MultiProductGameParams | None = None
 
 
@@ -882,6 +900,38 @@ def _check_multi_product(p: Params) -> None:
     _unique(g.lm.eval_tiers or [], src, f"{where}.lm.eval_tiers")
 
 
+def _check_multi_buyer(p: Params) -> None:
+    """The ``games.multi_buyer`` section: sellers named once each in a form the game builds, seed counts in range, a
+    local ``hf`` base model, a plain buyer-role name as the opponent, markets named once each."""
+    src, g = p.source, p.games.multi_buyer
+    if g is None:
+        return
+    where = "games.multi_buyer"
+    t = g.tournament
+    if not t.agents:
+        raise ValidationError(src, f"{where}.tournament.agents", "needs at least one seller")
+    _unique(t.agents, src, f"{where}.tournament.agents")
+    for i, name in enumerate(t.agents):
+        problem = _game_agent_problem(name)
+        if problem:
+            raise ValidationError(src, f"{where}.tournament.agents[{i}]", problem)
+    if not 1 <= t.seeds_per_tier <= 1000:
+        raise ValidationError(src, f"{where}.tournament.seeds_per_tier", f"must be in 1..1000, got {t.seeds_per_tier}")
+    _positive(t.agent_seed, src, f"{where}.tournament.agent_seed", 0)
+    if g.lm.base.backend != "hf":
+        raise ValidationError(src, f"{where}.lm.base.backend", f"must be 'hf' (a local model the game trains), "
+                              f"got {g.lm.base.backend!r}")
+    if ":" in g.lm.opponent or _game_agent_problem(g.lm.opponent):
+        raise ValidationError(src, f"{where}.lm.opponent", f"must name the game's scripted buyers (pool, or a style), "
+                              f"got {g.lm.opponent!r}")
+    if not 1 <= g.lm.eval_seeds_per_tier <= 1000:
+        raise ValidationError(src, f"{where}.lm.eval_seeds_per_tier",
+                              f"must be in 1..1000, got {g.lm.eval_seeds_per_tier}")
+    if g.lm.eval_tiers == []:
+        raise ValidationError(src, f"{where}.lm.eval_tiers", "is empty; omit the key (or write null) for every market")
+    _unique(g.lm.eval_tiers or [], src, f"{where}.lm.eval_tiers")
+
+
 def recipe(params: Params, where: str, base: Any, overrides: Mapping[str, Any] | None = None) -> Any:
     """``base`` (a dataclass instance: a game's recipe, built by the caller, which may import the game) with the
     profile's ``overrides`` applied (default: the mapping at the dotted path ``where`` of the profile). Checked by
@@ -1045,6 +1095,7 @@ def parse_params(data: Any, source: str = "<dict>", root: str | Path = ".") -> P
     _cross_check(p)
     _check_training(p)
     _check_games(p)
+    _check_multi_buyer(p)
     _check_multi_product(p)
     return p
 
@@ -1077,7 +1128,7 @@ def spec_dict(spec: AgentSpec) -> dict[str, Any]:
 
 
 __all__ = ["AgentSpec", "BilateralGameParams", "DTYPES", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
-           "GamesParams", "MultiProductGameParams",
+           "GamesParams", "MultiBuyerGameParams", "MultiProductGameParams",
            "check_game_agents", "recipe", "NOTEBOOKS", "OPENINGS", "Sampling", "check_opening",
            "spec_problems",
            "train_config", "warmup_config", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from negolib.book import BookError, BookPaths, BuyerSession, EpisodeExplorer, open_book, resolve_notebooks, run_book
+from negolib.params import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "params" / "smoke.yaml"
@@ -47,7 +48,7 @@ raise ValueError("boom in the second cell")
 
 def test_resolve_notebooks_by_prefix():
     assert resolve_notebooks(["05", "01_environment"]) == ["01_environment", "05_results"]
-    assert resolve_notebooks(None)[0] == "01_environment" and len(resolve_notebooks(None)) == 10
+    assert resolve_notebooks(None)[0] == "01_environment" and resolve_notebooks(None) == list(NOTEBOOKS)
     assert resolve_notebooks(["10"]) == ["10_bilateral_trade"]
     with pytest.raises(ValueError, match="no notebook matches"):
         resolve_notebooks(["99"])

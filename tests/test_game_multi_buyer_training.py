@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,3 +250,61 @@ def test_stage_table_estimates_match_the_market_metrics_and_intervals_cover_them
     gain = diff.set_index(["stage", "baseline", "market", "metric"]).loc[("probe_all", "greedy", "all",
                                                                          "normalised_surplus")]
     assert gain["estimate"] > 0 and gain["ci_low"] > 0  # probing every buyer first beats selling to the first bid
+
+
+# -- the profile section ------------------------------------------------------------------------------------------
+
+def _profile(tmp_path, edit=None):
+    import yaml
+
+    from negolib.params import load_params
+
+    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "params" / "smoke.yaml").read_text())
+    if edit is not None:
+        edit(data["games"]["multi_buyer"])
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_params(path)
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda g: g.update(tourney={}), "games.multi_buyer", "unknown keys ['tourney']"),
+    (lambda g: g.pop("tournament"), "games.multi_buyer.tournament", "is required"),
+    (lambda g: g["tournament"].update(agents=[]), "games.multi_buyer.tournament.agents", "at least one"),
+    (lambda g: g["tournament"].update(agents=["greedy", "greedy"]), "games.multi_buyer.tournament.agents[1]",
+     "listed twice"),
+    (lambda g: g["tournament"].update(agents=["greedy", "gpt:x"]), "games.multi_buyer.tournament.agents[1]",
+     "not a language-model agent"),
+    (lambda g: g["tournament"].update(seeds_per_tier=0), "games.multi_buyer.tournament.seeds_per_tier", "1..1000"),
+    (lambda g: g["lm"].update(opponent="openai:x"), "games.multi_buyer.lm.opponent", "scripted buyers"),
+    (lambda g: g["lm"].update(eval_tiers=[]), "games.multi_buyer.lm.eval_tiers", "is empty"),
+    (lambda g: g["lm"].update(eval_seeds_per_tier=0), "games.multi_buyer.lm.eval_seeds_per_tier", "1..1000"),
+    (lambda g: g["lm"].update(base={"backend": "scripted", "strategy": "boulware"}),
+     "games.multi_buyer.lm.base.backend", "must be 'hf'"),
+    (lambda g: g.update(train="yes"), "games.multi_buyer.train", "bool"),
+    (lambda g: g.update(grpo=["markets"]), "games.multi_buyer.grpo", "must be a mapping"),
+])
+def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, words):
+    from negolib.errors import ValidationError
+
+    with pytest.raises(ValidationError) as e:
+        _profile(tmp_path, edit)
+    assert e.value.field == field and words in str(e.value)
+
+
+@pytest.mark.parametrize("overrides, field, words", [
+    ({"markets": ["nowhere"]}, "games.multi_buyer.grpo.markets", "unknown ['nowhere']"),
+    ({"turn_budget": 12}, "games.multi_buyer.grpo", "max_rollout_turns"),  # the smoke recipe allows 3 turns
+    ({"reward": {"below_cost_penalty": -1}}, "games.multi_buyer.grpo.reward.below_cost_penalty", ">= 0"),
+    ({"recipe": {"max_steps": "x"}}, "games.multi_buyer.grpo.recipe.max_steps", "integer"),
+])
+def test_grpo_overrides_are_checked_by_the_profile_mechanism(tmp_path, overrides, field, words):
+    from negolib.errors import ValidationError
+    from negolib.params import recipe
+
+    p = _profile(tmp_path)
+    built = recipe(p, "games.multi_buyer.grpo", MultiBuyerGRPOConfig())  # the profiles' own overrides build
+    assert built.turn_budget == 2 and built.recipe.max_rollout_turns == 3
+    with pytest.raises(ValidationError) as e:
+        recipe(p, "games.multi_buyer.grpo", MultiBuyerGRPOConfig(), {**p.games.multi_buyer.grpo, **overrides})
+    assert e.value.field.startswith(field) and words in str(e.value)

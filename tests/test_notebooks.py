@@ -38,9 +38,13 @@ EXPECTED = {
                            "Tournament metrics by price tier", "surplus share by price tier", "SFT: ", "GRPO: ",
                            "Trade-off of the training stages", "Bergemann et al. (theirs", "Ours, SFT vs base",
                            "notebook 10 ran", "image/png"],
+    "11_multi_buyer": ["rules and their source", "Scripted buyer styles", "Scripted sellers and their parameters",
+                       "Scripted sellers vs the buyer pool", "Normalised surplus by market arm", "GRPO: ",
+                       "Liu et al. (theirs", "Ours, base model", "Ours, GRPO vs base", "notebook 11 ran", "image/png"],
 }
 BILATERAL = "10_bilateral_trade"
-PAPER_GAME = [n for n in NOTEBOOKS if n != BILATERAL]
+MULTI_BUYER = "11_multi_buyer"
+PAPER_GAME = [n for n in NOTEBOOKS if n not in (BILATERAL, MULTI_BUYER)]
 
 
 def _cells(nb) -> list[tuple[str, str]]:
@@ -80,6 +84,12 @@ def bilateral_book(tmp_path_factory):
     return run_book(ROOT / "params" / "smoke.yaml", notebooks=[BILATERAL], output_dir=out, progress=False)
 
 
+@pytest.fixture(scope="module")
+def multi_buyer_book(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke_multi_buyer")
+    return run_book(ROOT / "params" / "smoke.yaml", notebooks=[MULTI_BUYER], output_dir=out, progress=False)
+
+
 def test_smoke_book_executes(smoke_book):
     assert smoke_book.ok, str(smoke_book.error)
     assert smoke_book.executed == PAPER_GAME
@@ -87,12 +97,13 @@ def test_smoke_book_executes(smoke_book):
 
 
 def test_every_notebook_is_in_a_smoke_run():
-    assert sorted([*PAPER_GAME, BILATERAL]) == sorted(NOTEBOOKS) and BILATERAL in NOTEBOOKS
+    assert sorted([*PAPER_GAME, BILATERAL, MULTI_BUYER]) == sorted(NOTEBOOKS) and BILATERAL in NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_executed_notebook_has_tables_and_no_errors(request, name):
-    book = request.getfixturevalue("bilateral_book" if name == BILATERAL else "smoke_book")
+    fixture = {BILATERAL: "bilateral_book", MULTI_BUYER: "multi_buyer_book"}.get(name, "smoke_book")
+    book = request.getfixturevalue(fixture)
     assert book.ok, str(book.error)
     path = book.output_dir / "notebooks" / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)
@@ -161,3 +172,40 @@ def test_bilateral_notebook_outputs(bilateral_book):
     rules = pd.read_csv(out / "tables" / "bilateral_rules.csv").set_index("rule")["value"]
     deadline = BilateralConfig().deadline_turns
     assert f"{deadline} turns in all" in rules["deadline"]  # the table is written from the game's constants
+
+
+def test_multi_buyer_notebook_outputs(multi_buyer_book):
+    """Notebook 11 on the smoke profile: every scripted seller on every market arm with intervals, no overshoot by a
+    scripted buyer, the language-model table with base, GRPO and the scripted reference beside the source paper's
+    qualitative findings (labelled as theirs, no numbers), everything under the profile's output folder."""
+    import pandas as pd
+
+    from negolib.games.multi_buyer.scenarios import EVAL_MARKETS, MarketConfig
+    from negolib.params import load_params
+
+    assert multi_buyer_book.ok, str(multi_buyer_book.error)
+    assert multi_buyer_book.executed == [MULTI_BUYER]
+    out = multi_buyer_book.output_dir
+    g = load_params(ROOT / "params" / "smoke.yaml").games.multi_buyer
+    scripted = pd.read_csv(out / "tables" / "multi_buyer_scripted_data.csv", keep_default_na=False)
+    stage = scripted[scripted["kind"] == "stage"]
+    assert set(stage["stage"]) == set(g.tournament.agents) and set(stage["market"]) == {*EVAL_MARKETS, "all"}
+    assert set(stage["n_clusters"]) == {g.tournament.seeds_per_tier}
+    assert stage.loc[stage["metric"] == "overshoots", "estimate"].astype(float).eq(0).all()  # scripted buyers
+    surplus = stage[stage["metric"] == "normalised_surplus"]
+    assert ((surplus["ci_low"].astype(float) <= surplus["estimate"].astype(float))
+            & (surplus["estimate"].astype(float) <= surplus["ci_high"].astype(float))).all()
+    arms = pd.read_csv(out / "tables" / "multi_buyer_arms.csv", index_col=0)
+    assert list(arms.index) == list(g.tournament.agents) and list(arms.columns) == [*EVAL_MARKETS, "all"]
+    shown = pd.read_csv(out / "tables" / "multi_buyer_lm.csv", index_col=0)
+    assert list(shown.index)[:2] == ["base", "GRPO"] and "GRPO - base" in shown.index
+    theirs = shown["Liu et al. (theirs, qualitative; no numbers)"].fillna("")
+    assert "fixat" in theirs["base"] and "higher surplus" in theirs["GRPO - base"]
+    lm = pd.read_csv(out / "tables" / "multi_buyer_lm_data.csv", keep_default_na=False)
+    assert set(lm["market"]) == {*g.lm.eval_tiers, "all"}
+    assert set(lm.loc[lm["kind"] == "stage", "n_clusters"]) == {g.lm.eval_seeds_per_tier}
+    assert (out / "games" / "multi_buyer" / "tournament" / "matches.jsonl").exists()
+    assert list((out / "games" / "multi_buyer" / "training" / "grpo" / "checkpoints").glob("checkpoint-*/config.json"))
+    assert (out / "figures" / "multi_buyer_arms.png").exists()
+    rules = pd.read_csv(out / "tables" / "multi_buyer_rules.csv").set_index("rule")["value"]
+    assert f"{MarketConfig().turn_budget} seller turns" in rules["turn budget"]  # written from the constants
