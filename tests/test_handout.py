@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -82,3 +85,28 @@ def test_zip_is_a_runnable_project_with_nothing_generated(tmp_path: Path) -> Non
     profile = load_params(project / "params" / "smoke.yaml")
     assert Path(profile.root).resolve() == project.resolve()  # outputs/ would be written inside the project
     assert profile.paper_reported_path.resolve().is_relative_to(project.resolve())
+
+
+def test_zipped_exercise_runs_on_the_zipped_library(tmp_path: Path) -> None:
+    """Unpacked, the ZIP's own negolib (not this checkout's) runs a handout exercise: its given cells
+    work and its check fails with the exercise's message until the student answers."""
+    make_handout(tmp_path / "course", ["01"])
+    with zipfile.ZipFile(tmp_path / "course.zip") as zf:
+        zf.extractall(tmp_path / "unzipped")
+    project = tmp_path / "unzipped" / "course"
+    script = (
+        "import nbformat, negolib, pathlib\n"
+        "from negolib.exercises import extract_exercises, run_cells\n"
+        f"assert pathlib.Path(negolib.__file__).resolve().is_relative_to(pathlib.Path({str(project)!r}).resolve())\n"
+        "nb = nbformat.read('01_environment.ipynb', as_version=4)\n"
+        "ex = extract_exercises(nb, '01_environment')[0]\n"
+        "try:\n"
+        "    run_cells([*ex.given, *ex.solutions, ex.check])\n"
+        "except AssertionError as err:\n"
+        "    print('FAILED:', err)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    res = subprocess.run([sys.executable, "-c", script], cwd=project / "notebooks", env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "FAILED: exercise 1.1: define `ex1_S`, `ex1_reward`" in res.stdout
