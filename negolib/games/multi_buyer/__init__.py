@@ -6,7 +6,8 @@ Contract: the package is the game plug-in registered as ``multi_buyer``; :class:
 (the episode's rules), :mod:`.buyers` (the scripted buyer pool), :mod:`.sellers` (scripted baselines),
 :mod:`.prompts` and :mod:`.agents` (language-model and API sellers, the latter shared with the multi-product
 market), :mod:`.play` (batched play), :mod:`.metrics` (normalised surplus, top-buyer deals, exploration,
-overshoots) and :mod:`.game` (the plug-in, on the market shell both markets share).
+overshoots), :mod:`.game` (the plug-in, on the market shell both markets share) and :mod:`.training` (GRPO of the
+seller through the shared trainer, the stage evaluation).
 """
 
 from negolib.games.multi_buyer.game import MultiBuyerGame

@@ -9,6 +9,9 @@ penalties of :class:`RewardConfig`; :func:`render` is the local agent's prompt i
 stage); :func:`evaluate_stages` plays the stages (base, GRPO, or scripted sellers as references) on the same reserved
 evaluation scenarios of every market arm and returns a tidy frame with seed-cluster intervals and paired
 differences (:func:`stage_table`).
+
+Measured so far only with tiny random models built from a config (the tests, the smoke profile: one GRPO step of
+2 x 2 two-turn markets in about 5 s on 2 CPU cores); the default profile's SmolLM2 sizes are estimates, not timings.
 """
 
 from __future__ import annotations
