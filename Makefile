@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rollout.py
 	$(BIN)/python benchmarks/bench_transcripts.py
 	$(BIN)/python benchmarks/bench_analysis.py
+	$(BIN)/python benchmarks/bench_markets.py
 	$(BIN)/python benchmarks/bench_learning.py --quick
 
 lab: $(STAMP)
