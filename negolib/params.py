@@ -36,7 +36,7 @@ from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.scripted import STRATEGIES, strategy_param_problems
 from negolib.domains import load_domains
 from negolib.errors import ValidationError
-from negolib.files import DuplicateKeyError, StrictLoader, load_yaml
+from negolib.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
 from negolib.sampling import sampling_problems
 from negolib.training.config import TrainConfig, WarmupConfig
 
@@ -47,7 +47,7 @@ PaperSize = Literal["E2B", "E4B", "12B", "31B"]
 NOTEBOOKS: tuple[str, ...] = (
     "01_environment", "02_setup", "03_training", "04_evaluation", "05_results", "06_appendix_b_c",
     "07_appendix_d_e", "08_appendix_g_k", "09_beyond", "10_bilateral_trade",
-    "11_multi_buyer",
+    "11_multi_buyer", "12_multi_product",
 )
 """The book's notebooks in order (:mod:`negolib.book` runs them; a profile's ``budgets.notebooks`` names them)."""
 OPENINGS = ("none", "best")
@@ -1105,7 +1105,7 @@ def load_params(path: str | Path) -> Params:
     path = Path(path)
     if not path.exists():
         raise ValidationError(str(path), "<file>", "does not exist")
-    return parse_params(load_yaml(path.resolve()), str(path.resolve()), project_root(path))
+    return parse_params(load_yaml_extending(path.resolve()), str(path.resolve()), project_root(path))
 
 
 def to_dict(obj: Any) -> Any:

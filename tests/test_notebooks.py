@@ -41,10 +41,15 @@ EXPECTED = {
     "11_multi_buyer": ["rules and their source", "Scripted buyer styles", "Scripted sellers and their parameters",
                        "Scripted sellers vs the buyer pool", "Normalised surplus by market arm", "GRPO: ",
                        "Liu et al. (theirs", "Ours, base model", "Ours, GRPO vs base", "notebook 11 ran", "image/png"],
+    "12_multi_product": ["rules and their source", "Markets: the training market", "Scripted sellers vs the buyer pool",
+                         "upper bound", "Constraint adherence of the scripted sellers", "by market arm", "GRPO: ",
+                         "before and after GRPO", "qualitative findings (theirs)", "no numbers given",
+                         "notebook 12 ran", "image/png"],
 }
 BILATERAL = "10_bilateral_trade"
+MULTI_PRODUCT = "12_multi_product"
 MULTI_BUYER = "11_multi_buyer"
-PAPER_GAME = [n for n in NOTEBOOKS if n not in (BILATERAL, MULTI_BUYER)]
+PAPER_GAME = [n for n in NOTEBOOKS if n not in (BILATERAL, MULTI_BUYER, MULTI_PRODUCT)]
 
 
 def _cells(nb) -> list[tuple[str, str]]:
@@ -90,6 +95,12 @@ def multi_buyer_book(tmp_path_factory):
     return run_book(ROOT / "params" / "smoke.yaml", notebooks=[MULTI_BUYER], output_dir=out, progress=False)
 
 
+@pytest.fixture(scope="module")
+def multi_product_book(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke_multi_product")
+    return run_book(ROOT / "params" / "smoke.yaml", notebooks=[MULTI_PRODUCT], output_dir=out, progress=False)
+
+
 def test_smoke_book_executes(smoke_book):
     assert smoke_book.ok, str(smoke_book.error)
     assert smoke_book.executed == PAPER_GAME
@@ -97,12 +108,13 @@ def test_smoke_book_executes(smoke_book):
 
 
 def test_every_notebook_is_in_a_smoke_run():
-    assert sorted([*PAPER_GAME, BILATERAL, MULTI_BUYER]) == sorted(NOTEBOOKS) and BILATERAL in NOTEBOOKS
+    assert sorted([*PAPER_GAME, MULTI_PRODUCT, BILATERAL, MULTI_BUYER]) == sorted(NOTEBOOKS) and BILATERAL in NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_executed_notebook_has_tables_and_no_errors(request, name):
-    fixture = {BILATERAL: "bilateral_book", MULTI_BUYER: "multi_buyer_book"}.get(name, "smoke_book")
+    fixture = {BILATERAL: "bilateral_book", MULTI_BUYER: "multi_buyer_book",
+               MULTI_PRODUCT: "multi_product_book"}.get(name, "smoke_book")
     book = request.getfixturevalue(fixture)
     assert book.ok, str(book.error)
     path = book.output_dir / "notebooks" / f"{name}.ipynb"
@@ -209,3 +221,51 @@ def test_multi_buyer_notebook_outputs(multi_buyer_book):
     assert (out / "figures" / "multi_buyer_arms.png").exists()
     rules = pd.read_csv(out / "tables" / "multi_buyer_rules.csv").set_index("rule")["value"]
     assert f"{MarketConfig().turn_budget} seller turns" in rules["turn budget"]  # written from the constants
+
+
+def test_multi_product_notebook_outputs(multi_product_book):
+    """Notebook 12 on the smoke profile: every scripted seller on every market arm with seed-cluster intervals, the
+    oracle labelled an upper bound and never beaten, no broken rule by a scripted seller, the language model before
+    and after GRPO with their paired difference, the source paper's findings labelled as theirs with no number."""
+    import re
+
+    import pandas as pd
+
+    from negolib.games.multi_product.scenarios import EVAL_MARKETS
+    from negolib.params import load_params
+
+    assert multi_product_book.ok, str(multi_product_book.error)
+    assert multi_product_book.executed == [MULTI_PRODUCT]
+    out = multi_product_book.output_dir
+    g = load_params(ROOT / "params" / "smoke.yaml").games.multi_product
+    table = pd.read_csv(out / "tables" / "multi_product_sellers_data.csv", keep_default_na=False)
+    stage = table[table["kind"] == "stage"]
+    assert set(stage["stage"]) == set(g.tournament.agents) and set(stage["market"]) == {*EVAL_MARKETS, "all"}
+    assert set(stage.loc[stage["market"] == "all", "n_clusters"]) == {g.tournament.seeds_per_tier}
+    est = stage.set_index(["stage", "market", "metric"])["estimate"].astype(float)
+    assert (est.xs("constraint_adherence", level="metric") == 1.0).all()  # scripted sellers break no rule
+    for metric in ("normalised_surplus", "revenue_ratio", "allocation_quality"):
+        by = est.xs(("all", metric), level=("market", "metric"))
+        assert by.max() <= 1.0 + 1e-9 and by["oracle"] >= by.drop("oracle").max()  # the oracle bounds the others
+    assert ((stage["ci_low"].astype(float) <= stage["estimate"].astype(float) + 1e-12)
+            & (stage["estimate"].astype(float) <= stage["ci_high"].astype(float) + 1e-12)).all()
+    shown = pd.read_csv(out / "tables" / "multi_product_sellers.csv", index_col=0)
+    assert "oracle (upper bound: reads valuations)" in shown.index and "random - greedy" in shown.index
+    cons = pd.read_csv(out / "tables" / "multi_product_constraints_data.csv")
+    assert cons[["sold_twice", "sales_below_cost", "offers_below_cost", "bad_parses"]].eq(0).all().all()
+    arms = pd.read_csv(out / "tables" / "multi_product_arms.csv", index_col=0, header=[0, 1])
+    assert list(arms.index) == list(EVAL_MARKETS)
+    assert (out / "figures" / "multi_product_arms.png").exists()
+    assert (out / "games" / "multi_product" / "tournament" / "matches.jsonl").exists()
+    lm = pd.read_csv(out / "tables" / "multi_product_lm.csv", index_col=0)
+    assert list(lm.index) == ["base", "GRPO", "GRPO - base"]
+    lm_data = pd.read_csv(out / "tables" / "multi_product_lm_data.csv", keep_default_na=False)
+    assert set(lm_data["market"]) == {*g.lm.eval_tiers, "all"}
+    assert set(lm_data.loc[lm_data["kind"] == "stage", "n_episodes"]) == {g.lm.eval_seeds_per_tier}
+    grpo = out / "games" / "multi_product" / "training" / "grpo"
+    assert list((grpo / "checkpoints").glob("checkpoint-*/config.json"))
+    findings = pd.read_csv(out / "tables" / "multi_product_findings.csv", index_col=0)
+    assert findings.index.name.startswith("theirs") and len(findings) == 5
+    assert not any(re.search(r"\d", t) for t in findings.index)  # theirs: qualitative, no number invented
+    rules = pd.read_csv(out / "tables" / "multi_product_rules.csv").set_index("rule")["value"]
+    assert rules["the four parts"].startswith("TO / PRODUCT / PRICE / MESSAGE")

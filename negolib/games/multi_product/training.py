@@ -388,7 +388,30 @@ def evaluate_stages(stages: Mapping[str, str | Path], buyers: Sequence[str] = ("
     return stage_table(episodes, list(stages), n_resamples, seed, alpha)
 
 
+
+
+def format_stage_table(table: pd.DataFrame, market: str = "all", metrics: Sequence[str] = METRICS,
+                       digits: int = 3) -> pd.DataFrame:
+    """One row per stage, then per difference (``"a - b"``), of :func:`stage_table`'s ``market``: each metric as
+    ``estimate [low, high]`` (differences signed), and the episodes and seed clusters behind it."""
+    from negolib.formatting import fmt_ci
+
+    part = table[table["market"] == market]
+    keys = list(dict.fromkeys(zip(part["kind"], part["stage"], part["baseline"])))
+    idx = part.set_index(["kind", "stage", "baseline", "metric"])
+    rows, names = [], []
+    for kind, stage, baseline in keys:
+        signed = kind == "difference"
+        row = {m: fmt_ci(*idx.loc[(kind, stage, baseline, m), ["estimate", "ci_low", "ci_high"]], digits,
+                         signed=signed) for m in metrics}
+        first = idx.loc[(kind, stage, baseline, metrics[0])]
+        row.update(episodes=int(first["n_episodes"]), clusters=int(first["n_clusters"]))
+        rows.append(row)
+        names.append(f"{stage} - {baseline}" if signed else stage)
+    return pd.DataFrame(rows, index=pd.Index(names, name="seller"))
+
+
 __all__ = ["EVAL_OFFSET", "METRICS", "MultiProductGRPOConfig", "RewardConfig", "STAGE_COLUMNS", "TrainingEpisode",
-           "TrainingOutcome", "default_recipe", "episode_factory", "episodes_frame", "evaluate_stages", "play_stages",
-           "refused_messages", "render", "reward_of", "roundtrip_chat", "run_grpo", "scenario_items", "seller_payoff",
-           "stage_seeds", "stage_table", "training_task"]
+           "TrainingOutcome", "default_recipe", "episode_factory", "episodes_frame", "evaluate_stages",
+           "format_stage_table", "play_stages", "refused_messages", "render", "reward_of", "roundtrip_chat", "run_grpo",
+           "scenario_items", "seller_payoff", "stage_seeds", "stage_table", "training_task"]
