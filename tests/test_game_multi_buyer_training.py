@@ -36,6 +36,7 @@ from negolib.games.multi_buyer.training import (  # noqa: E402
     scenario_items,
     stage_table,
 )
+from negolib.games.toolcalls import reply_turn  # noqa: E402
 from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 from negolib.training.rollout import Generation, RolloutEngine, RolloutLimits  # noqa: E402
 
@@ -225,7 +226,16 @@ def test_stage_evaluation_pairs_base_and_grpo_on_the_same_markets(base_dir, grpo
     assert list(table.columns) == list(STAGE_COLUMNS)
     assert len(table) == (3 + 3) * 3 * len(METRICS)  # (stages + differences) x (two markets + all) x metrics
     game = MultiBuyerGame(lm=LMOptions(prompt_cap=8192, tool_format="text"))
-    assert isinstance(game.make_agent(f"hf:{grpo_run[0].checkpoint}", "seller", 0), HFSeller)
+    agent = game.make_agent(f"hf:{grpo_run[0].checkpoint}", "seller", 0)
+    assert isinstance(agent, HFSeller) and agent.tool_format == "text"
+    ep = Episode(make_scenario("base", 3))  # the evaluated agent is prompted exactly as the policy was trained
+    for turn in (call(1), "No call at all.", call(0, 150.0)):
+        assert agent.messages(ep.view()) == render(ep.view())
+        ep.step(turn)
+        if not ep.done and ep.to_move == "buyer":
+            ep.step(reply_turn(ScriptedBuyers().act_batch([ep.view()])[0]))
+    chat = render(ep.view())
+    assert agent.messages(ep.view()) == chat and [m["role"] for m in chat].count("assistant") == 3
 
 
 def test_stage_table_estimates_match_the_market_metrics_and_intervals_cover_them():
