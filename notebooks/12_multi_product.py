@@ -256,7 +256,8 @@ if priced:
 # * **GRPO**: the shared trainer (`negolib.training.grpo`) from the base model, the seller against
 #   the profile's buyers, the reward the normalised surplus minus a small penalty per refused message
 #   (`negolib.games.multi_product.training`). The default profile runs one small step to keep the
-#   book under an hour on two cores; its numbers show the pipeline working, not an effect size.
+#   book under an hour on two cores (sized by an estimate, not a timing: the first cell reports the
+#   runner's measured time once it has run); its numbers show the pipeline working, not an effect size.
 # * **Evaluation**: both stages on the same reserved scenarios (past the tournament's seeds) with the
 #   same sampling seed; the difference is paired by scenario, with seed-cluster intervals.
 

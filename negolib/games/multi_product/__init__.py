@@ -5,7 +5,8 @@ Contract: the package is the game plug-in registered as ``multi_product``; :clas
 (the exact assignment oracle and baselines), :mod:`.protocol` (the four-part format and its parser), :mod:`.env`
 (the episode and its constraints), :mod:`.buyers` and :mod:`.sellers` (scripted agents), :mod:`.prompts` and
 :mod:`.agents` (language-model and API sellers writing the four-part text), :mod:`.play` (batched play),
-:mod:`.metrics` (constraint adherence, surplus, allocation quality) and :mod:`.game` (the plug-in).
+:mod:`.metrics` (constraint adherence, surplus, allocation quality), :mod:`.game` (the plug-in) and :mod:`.training`
+(GRPO of the seller through the shared trainer, the paired evaluation of its stages).
 """
 
 from negolib.games.multi_product.game import MultiProductGame
