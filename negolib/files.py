@@ -137,5 +137,38 @@ def load_yaml(path: str | Path) -> Any:
         raise ValidationError(str(path), "<yaml>", f"not valid YAML: {exc}") from exc
 
 
+def merge_overrides(base: Any, override: Any) -> Any:
+    """``override`` laid over ``base``: mappings merge key by key (recursively); any other value, a list
+    included, replaces the base's."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = merge_overrides(base[key], value) if key in base else value
+        return out
+    return override
+
+
+def load_yaml_extending(path: str | Path, key: str = "extends", _chain: tuple[Path, ...] = ()) -> Any:
+    """:func:`load_yaml`, where a top-level ``extends: other.yaml`` (relative to the file) loads that file
+    first and lays this one over it with :func:`merge_overrides`. Chains are followed; a cycle, a missing
+    base or a non-string value is a :class:`ValidationError` naming the file and the field."""
+    path = Path(path).resolve()
+    data = load_yaml(path)
+    if not isinstance(data, dict) or key not in data:
+        return data
+    parent = data.pop(key)
+    if not isinstance(parent, str) or not parent:
+        raise ValidationError(str(path), key, f"must name a profile file, got {parent!r}")
+    base_path = (path.parent / parent).resolve()
+    if base_path == path or base_path in _chain:
+        raise ValidationError(str(path), key, f"{parent!r} extends itself (a cycle through {base_path.name})")
+    if not base_path.is_file():
+        raise ValidationError(str(path), key, f"{parent!r} does not exist (looked for {base_path})")
+    base = load_yaml_extending(base_path, key, (*_chain, path))
+    if not isinstance(base, dict):
+        raise ValidationError(str(base_path), "<file>", "must be a mapping to be extended")
+    return merge_overrides(base, data)
+
+
 __all__ = ["DuplicateKeyError", "StrictLoader", "atomic_write_text", "drop_partial_tail", "load_yaml",
-           "locked_append"]
+           "load_yaml_extending", "locked_append", "merge_overrides"]

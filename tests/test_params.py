@@ -624,3 +624,47 @@ def test_game_recipes_apply_the_profiles_overrides(tmp_path):
     assert grpo.tiers == ("1k",) and grpo.recipe.max_steps == 2
     assert grpo.recipe.max_new_tokens == base.recipe.max_new_tokens and grpo.reward == base.reward
     assert recipe(p, "games.bilateral.grpo", base, {}) == base
+
+
+# ---------------------------------------------------------------------------------------------
+# Profile inheritance: `extends: other.yaml`
+# ---------------------------------------------------------------------------------------------
+
+
+def test_extends_lays_the_profile_over_its_base(tmp_path):
+    import shutil
+
+    from negolib.params import load_params
+
+    base = tmp_path / "params"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "params", base)
+    (base / "child.yaml").write_text(
+        "extends: smoke.yaml\nprofile: child\nstatistics: {n_resamples: 123}\n")
+    parent, child = load_params(base / "smoke.yaml"), load_params(base / "child.yaml")
+    assert child.profile == "child" and parent.profile == "smoke"
+    assert child.statistics.n_resamples == 123
+    assert child.statistics.alpha == parent.statistics.alpha  # merged key by key, not replaced
+    assert set(child.arms) == set(parent.arms)
+
+
+def test_extends_errors_name_the_file_and_field(tmp_path):
+    from negolib.errors import ValidationError
+    from negolib.params import load_params
+
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\nprofile: a\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\nprofile: b\n")
+    with pytest.raises(ValidationError, match=r"a\.yaml.*extends.*cycle|b\.yaml.*extends.*cycle"):
+        load_params(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: missing.yaml\n")
+    with pytest.raises(ValidationError, match=r"c\.yaml.*extends.*does not exist"):
+        load_params(tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("extends: 3\n")
+    with pytest.raises(ValidationError, match=r"d\.yaml.*extends.*must name a profile file"):
+        load_params(tmp_path / "d.yaml")
+
+
+def test_merge_overrides_replaces_lists_and_scalars():
+    from negolib.files import merge_overrides
+
+    assert merge_overrides({"a": {"x": 1, "y": [1, 2]}, "b": 2}, {"a": {"y": [3]}, "c": 4}) == \
+        {"a": {"x": 1, "y": [3]}, "b": 2, "c": 4}
