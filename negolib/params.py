@@ -36,7 +36,7 @@ from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.scripted import STRATEGIES, strategy_param_problems
 from negolib.domains import load_domains
 from negolib.errors import ValidationError
-from negolib.files import DuplicateKeyError, StrictLoader, load_yaml
+from negolib.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
 from negolib.sampling import sampling_problems
 from negolib.training.config import TrainConfig, WarmupConfig
 
@@ -1105,7 +1105,7 @@ def load_params(path: str | Path) -> Params:
     path = Path(path)
     if not path.exists():
         raise ValidationError(str(path), "<file>", "does not exist")
-    return parse_params(load_yaml(path.resolve()), str(path.resolve()), project_root(path))
+    return parse_params(load_yaml_extending(path.resolve()), str(path.resolve()), project_root(path))
 
 
 def to_dict(obj: Any) -> Any:
