@@ -272,7 +272,8 @@ if G.train:
     log = pd.DataFrame(grpo.log)
     print(f"GRPO: {grpo.steps} steps against {LM.opponent!r} on {', '.join(grpo_config.markets)}; final checkpoint "
           f"{grpo.checkpoint.name}")
-    display(log[[c for c in ("step", "reward", "score", "deal_rate", "bad_parse_rate", "kl", "seconds") if c in log]]
+    display(log[[c for c in ("step", "reward", "score", "deal_rate", "bad_parse_rate", "truncated_rate", "kl",
+                                           "seconds") if c in log]]
             .round(3))
 else:
     print("GRPO: not run on this profile (games.multi_product.train is false): the base model is evaluated alone")
