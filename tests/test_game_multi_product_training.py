@@ -25,6 +25,7 @@ from negolib.games.multi_product.training import (  # noqa: E402
     RewardConfig,
     default_recipe,
     episode_factory,
+    format_stage_table,
     play_stages,
     render,
     reward_of,
@@ -239,6 +240,12 @@ def test_stage_table_of_scripted_sellers_matches_the_market_metrics():
     assert gain["estimate"] > 0 and gain["ci_low"] > 0
     adherence = stage.xs("constraint_adherence", level="metric")
     assert (adherence == 1.0).all()  # scripted sellers never break a rule
+    shown = format_stage_table(table, "small")
+    assert list(shown.index) == ["greedy", "oracle", "random", "oracle - greedy", "random - greedy", "random - oracle"]
+    assert list(shown.columns) == [*METRICS, "episodes", "clusters"] and set(shown["clusters"]) == {6}
+    est = table.set_index(["kind", "stage", "market", "metric"]).loc[("stage", "oracle", "small", "normalised_surplus")]
+    assert shown.loc["oracle", "normalised_surplus"].startswith(f"{est['estimate']:.3f} [{est['ci_low']:.3f}, ")
+    assert shown.loc["oracle - greedy", "deal_rate"][0] in "+-"  # differences are signed
 
 
 # -- the profile section ---------------------------------------------------------------------------------------------
