@@ -31,13 +31,14 @@ from IPython.display import display
 
 from negolib.analysis.guards import guards_frame
 from negolib.analysis.quoted import quoted_contrasts
+from negolib.analysis.quoted_diagnostics import kl_at_read, off_schema_ledger_share, walkaways
 from negolib.analysis.serving import serving_frame
 from negolib.analysis.training import training_summary
 from negolib.book import open_book
 from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
 from negolib.domains import load_domains
 from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
-from negolib.report.quoted import quoted_table
+from negolib.report.quoted import kl_read_table, off_schema_ledger_table, quoted_table, walkaway_table
 from negolib.report.training import training_table
 from negolib.training.runs import describe_models
 
@@ -69,6 +70,14 @@ logs = {(r, s): B.training_log(r, s) for r, s in runs}
 vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
 n_params = {r: sizes.get(a) for r, a in inits.items()}
 display(B.save_table(training_table(training_summary(logs, vals, n_params), paper)))
+
+# %% [markdown]
+# The KL at the step each trained arm was read, not only first and last (App. D: the paper's step-56 KL is 0.437
+# for the 31B 3× LR arm, 0.027 at step 56 of the 31B shared run, 0.126 at 12B 3× LR and 0.313 for the 10× LR arm;
+# at the end of the shared-recipe continuations 0.0088 to 0.0485 by size).
+
+# %%
+display(B.save_table(kl_read_table(kl_at_read(logs, P, [a for a, _ in trained]), P, paper)))
 
 # %% [markdown]
 # ## The four prespecified guards, per trained arm (App. E), plus ours
@@ -127,6 +136,14 @@ display(B.save_table(table6_from_style(style_table(held_records) if held_records
 
 # %%
 display(B.save_table(style_diag_table(style_table(records) if records else pd.DataFrame(), P, paper)))
+
+# %% [markdown]
+# Walk-aways and episodes at the turn cap (App. E: the 31B 3× LR arm has zero of each), and the share of deals
+# that close with an off-schema term on the ledger (App. A: 55% for the 10× LR arm, 27-44% for every other arm).
+
+# %%
+display(B.save_table(walkaway_table(walkaways(R.an.df, 2 * P.evaluation.max_rounds), P, paper)))
+display(B.save_table(off_schema_ledger_table(off_schema_ledger_share(R.an.df), P, paper)))
 
 # %% [markdown]
 # ## Transcripts of every trained arm (the hand-read guard)

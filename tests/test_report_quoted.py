@@ -61,7 +61,8 @@ def test_a_profile_without_the_arms_reads_not_run_beside_the_papers_value():
         assert len(f) and f["ours"].str.startswith(NOT_RUN).all() and not (f["paper"] == "—").any()
     assert quoted_table(q, "E", paper).frame["ours"].iloc[0] == f"{NOT_RUN} (no E2B.lr10)"
     k = rerun_table(q, paper).frame
-    assert len(k) == 2 and k["ours (re-run)"].str.startswith(NOT_RUN).all()
+    assert len(k) == 2 and k["ours (re-run)"].str.startswith(NOT_RUN).all() and not k["ours (re-run)"].str.contains(
+        "B = ").any()
 
 
 def test_extension_trigger_table_states_the_verdict():
@@ -76,6 +77,12 @@ def test_extension_trigger_table_states_the_verdict():
                                                                      "score"].to_numpy()
     fired = extension_trigger_table(held_out_extension_trigger(held_out_contrasts(df, p), p), paper)
     assert "ours: the trigger fires" in fired.caption
+    assert list(fired.frame["arm"]) == ["g31b_shared_104", "g31b_lr3_56"]
+    p2 = load_params(ROOT / "params" / "default.yaml")          # one size, no shared-recipe arm: no "nan" cell
+    trig = held_out_extension_trigger(held_out_contrasts(synthetic_episodes(["smollm2_base", "smollm2_grpo"],
+                                                                            n_seeds=4), p2), p2)
+    shown = extension_trigger_table(trig, paper)
+    assert shown.frame["arm"].tolist() == ["—", "smollm2_grpo"] and "read on the 3× LR arm" in shown.caption
     none = extension_trigger_table(held_out_extension_trigger(held_out_contrasts(df[~car], p), p), paper)
     assert "cannot be evaluated" in none.caption
 

@@ -116,7 +116,7 @@ def extension_trigger_table(trigger: pd.DataFrame, paper: PaperReported) -> Book
         straddle = ("yes" if r["straddles_zero"] else "no") if r["available"] else DASH
         rows.append({"size": r["size"], "recipe": ROLE_LABELS[r["role"]] + (" (prespecified)" if r["prespecified"]
                                                                          else ""),
-                     "arm": r["arm"] or DASH,
+                     "arm": r["arm"] if isinstance(r["arm"], str) else DASH,
                      "held-out gain over base": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=True,
                                                        missing="not evaluated in this profile"),
                      "straddles zero": straddle, "paper: held-out gain": fmt_paper(pv, signed=True),

@@ -105,7 +105,7 @@ def rerun_table(quoted: pd.DataFrame, paper: PaperReported) -> BookTable:
         row = {"quantity": LABELS.get(key, key), "ours: arms": _arms(rs[0]) if rs[0]["available"] else DASH}
         for r, tag in zip(rs, ("profile's resamples", "re-run")):
             b = f"{int(r['n_resamples']):,}"
-            row[f"ours ({tag})"] = f"{ours_cell(r)} at B = {b}"
+            row[f"ours ({tag})"] = f"{ours_cell(r)} at B = {b}" if r["available"] else ours_cell(r)
             row[f"ours: lower bound ± MC SE ({tag})"] = (f"{fmt_num(r['ci_low'], 4, True)} ± {fmt_num(r['se_low'], 4)}"
                                                           if r["available"] and is_number(r["ci_low"]) else DASH)
         row["paper (10^4)"] = fmt_paper(paper.get(*PAPER_PATHS[key]), signed=True)
