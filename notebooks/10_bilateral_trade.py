@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -311,3 +313,147 @@ display(tiers_share.pivot(index="stage", columns="tier", values="estimate").rein
 
 # %%
 print(f"notebook 10 ran {time.perf_counter() - t_start:.0f} s on profile {P.profile!r} (this kernel, this run)")
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 10.1: the surplus share by hand
+# Below, a linear seller meets a tit-for-tat buyer on 20 scenarios of the $100 tier, and the records'
+# outcomes have been removed. From the records alone (each holds the scenario's `cost` and `value`
+# and its `turns`: every turn's tool call `action`, or None, and the standing offers after it,
+# `seller_offer` and `buyer_offer`), work out the deal rate `ex101_deal_rate` (the share of episodes
+# that ended in a deal), the seller's surplus share `ex101_share` as the game's metrics define it (the
+# mean of (price - cost) / (value - cost) over the deals of scenarios with a zone of agreement) and
+# the share of the available gains from trade realised, `ex101_gains` (the sum of value - cost over
+# deals, over the sum of value - cost over the scenarios with a zone). A good answer reads a deal's
+# price from the standing offer that `accept_offer` closes (the call carries no price), keeps the
+# no-deal episodes out of the surplus share (they are in the deal rate) and matches
+# `negolib.games.bilateral.metrics.tier_metrics` to the last decimal.
+
+# %% tags=["exercise"]
+from negolib.games.bilateral.play import play_episodes as ex101_play
+from negolib.games.bilateral.scenarios import eval_seeds as ex101_eval_seeds
+from negolib.games.bilateral.scenarios import scenario_set as ex101_scenario_set
+from negolib.games.bilateral.scripted import make_scripted as ex101_make_scripted
+
+ex101_records = ex101_play(ex101_make_scripted("linear", "seller"), ex101_make_scripted("tit_for_tat", "buyer"),
+                           ex101_scenario_set(ex101_eval_seeds(20), tiers=["100"]))
+for r in ex101_records:
+    del r["outcome"]  # what you are asked to work out
+    last = r["turns"][-1]
+    print(f"{r['scenario_key']}: cost {r['cost']:7.2f}, value {r['value']:7.2f}; {len(r['turns']):2d} turns, "
+          f"last {last['role']}: {last['action']['name'] if last['action'] else None}")
+
+# %% tags=["solution"]
+# Exercise 10.1: the deal rate, the seller's surplus share and the gains realised, from the turns.
+ex101_deals, ex101_shares, ex101_realised, ex101_available = 0, [], 0.0, 0.0
+for r in ex101_records:
+    zone = r["value"] - r["cost"]
+    ex101_available += max(0.0, zone)
+    last = r["turns"][-1]
+    if last["action"] is None or last["action"]["name"] != "accept_offer":
+        continue  # a deadline, a walk-away (or a last turn that did not parse): no deal
+    # the accept closes at the counterpart's standing offer
+    price = last["buyer_offer"] if last["role"] == "seller" else last["seller_offer"]
+    ex101_deals += 1
+    ex101_realised += zone
+    if zone > 0:
+        ex101_shares.append((price - r["cost"]) / zone)
+ex101_deal_rate = ex101_deals / len(ex101_records)
+ex101_share = sum(ex101_shares) / len(ex101_shares)
+ex101_gains = ex101_realised / ex101_available
+print(f"deal rate {ex101_deal_rate:.3f}, surplus share {ex101_share:.4f} over {len(ex101_shares)} deals, "
+      f"gains realised {ex101_gains:.4f}")
+
+# %% tags=["check"]
+from negolib.exercises import expect
+from negolib.games.bilateral.metrics import tier_metrics
+from negolib.games.bilateral.play import play_episodes
+from negolib.games.bilateral.scenarios import eval_seeds, scenario_set
+from negolib.games.bilateral.scripted import make_scripted
+
+ex101_deal_rate, ex101_share, ex101_gains = expect(globals(), "ex101_deal_rate", "ex101_share", "ex101_gains",
+                                                   exercise="10.1")
+ex101_truth = tier_metrics(play_episodes(make_scripted("linear", "seller"), make_scripted("tit_for_tat", "buyer"),
+                                         scenario_set(eval_seeds(20), tiers=["100"]))).iloc[0]
+assert abs(ex101_deal_rate - ex101_truth["deal_rate"]) < 1e-9, \
+    f"exercise 10.1: deal rate {ex101_deal_rate:.4f} is wrong (a deal ends with an accept_offer call)"
+assert abs(ex101_share - ex101_truth["deal_rate"] * ex101_truth["surplus_share"]) > 1e-6, \
+    "exercise 10.1: the surplus share counts the no-deal episodes as 0; average over deals with a zone only"
+assert abs(ex101_share - ex101_truth["surplus_share"]) < 1e-9, \
+    (f"exercise 10.1: surplus share {ex101_share:.4f} is not the metric's; the price is the standing offer the "
+     "accept closes, and only deals with value > cost count")
+assert abs(ex101_gains - ex101_truth["gains_realised"]) < 1e-9, \
+    f"exercise 10.1: gains realised {ex101_gains:.4f} is wrong (deals' value - cost over the positive zones)"
+print("exercise 10.1: correct")
+
+# %% [markdown]
+# ### Exercise 10.2: a seller that uses the deadline
+# In this game the seller opens and the buyer has the last turn, and the scripted buyers accept on
+# their last turn any standing offer at or below their value (see `ScriptedBargainer.accepts` in
+# `negolib.games.bilateral.scripted`). Boulware (e = 0.2) is the scripted sellers' best against the
+# linear buyer, yet on its own last turn it concedes down to its cost, or takes the buyer's offer.
+# Write a seller `ex102_seller` (a `negolib.games.bilateral.scripted.ScriptedBargainer`, e.g. a subclass
+# of `TimeDependentAgent`) whose mean surplus share (the game's payoff: 0 without a deal) beats
+# Boulware's against the linear buyer. The check plays both on the same 200 scenarios of the $1k tier
+# and asks that the 95% interval of the paired seed-cluster bootstrap (`negolib.stats.paired_contrast`)
+# of your seller minus Boulware lies above 0. A good answer says what the seller learns from the
+# buyer's offers and why its last offer is still accepted.
+
+# %% tags=["solution"]
+# Exercise 10.2: a seller whose paired surplus share beats Boulware's against the linear buyer.
+from negolib.games.bilateral.scripted import TimeDependentAgent
+
+
+class DeadlineSeller(TimeDependentAgent):
+    """Boulware until its last turn; then, instead of conceding to its cost or taking the buyer's bid, it asks
+    for the buyer's next bid extrapolated from its last two (less a cent): the buyer accepts it on its own last
+    turn as long as it is at most its value. The linear buyer's bids rise by a fixed step, so the extrapolation
+    lands on its value."""
+
+    accept_last = False  # do not take the buyer's standing bid on the last turn: ask for more
+
+    def price(self, view):  # noqa: ANN001, ANN201
+        bids = [h.offer for h in view.history if h.role == "buyer" and h.offer is not None]
+        if view.own_turns_left == 1 and len(bids) >= 2:
+            return bids[-1] + (bids[-1] - bids[-2]) - 0.01
+        return super().price(view)
+
+
+ex102_seller = DeadlineSeller("deadline", e=0.2)
+
+# %% tags=["check"]
+import pandas as pd
+
+from negolib.exercises import expect
+from negolib.games import get_game
+from negolib.games.bilateral.scenarios import eval_seeds, scenario_set
+from negolib.games.bilateral.scripted import ScriptedBargainer, make_scripted
+from negolib.stats import ClusterResampler, paired_contrast
+
+ex102_seller = expect(globals(), "ex102_seller", exercise="10.2")
+assert isinstance(ex102_seller, ScriptedBargainer), \
+    "exercise 10.2: ex102_seller must be a ScriptedBargainer (e.g. a subclass of TimeDependentAgent)"
+ex102_game = get_game("bilateral")
+ex102_scenarios = scenario_set(eval_seeds(200), tiers=["1k"])
+ex102_rows = []
+for arm, seller in (("yours", ex102_seller), ("boulware", make_scripted("boulware", "seller"))):
+    for r in ex102_game.play(seller, make_scripted("linear", "buyer"), ex102_scenarios, seed=0):
+        p = ex102_game.payoffs(r)
+        assert p.valid, f"exercise 10.2: an episode of your seller ended in an error: {r.get('error')}"
+        ex102_rows.append({"arm": arm, "domain": r["tier"], "seed": r["seed"], "buyer": "linear",
+                           "score": p.seller, "deal": p.deal})
+ex102_frame = pd.DataFrame(ex102_rows)
+ex102_c = paired_contrast(ex102_frame, "yours", "boulware", "score",
+                          ClusterResampler.from_frame(ex102_frame, 2_000))
+print(f"your seller - Boulware, mean surplus share: {ex102_c.estimate:+.4f}, 95% CI "
+      f"[{ex102_c.ci_low:+.4f}, {ex102_c.ci_high:+.4f}] over {ex102_c.n_clusters} seed clusters")
+assert ex102_c.ci_low > 0, (f"exercise 10.2: your seller does not beat Boulware (paired difference "
+                            f"{ex102_c.estimate:+.4f}, 95% CI [{ex102_c.ci_low:+.4f}, {ex102_c.ci_high:+.4f}] "
+                            "includes 0 or lies below)")
+print("exercise 10.2: correct")
