@@ -26,9 +26,8 @@ SONNET_CAR = 0.07   # Sonnet 5's extra score on the held-out car domain only
 
 
 def known_frame() -> pd.DataFrame:
-    """The paper profile's 21 arms on 8 seeds: score = scenario effect + the arm's constant (+ the two offsets)."""
-    p, _, _, _ = paper_setup()
-    df = synthetic_episodes(list(p.arms), n_seeds=8, buyers=("buyer_terra", "buyer_sonnet5"), seed=5)
+    """The paper's 21 design arms on 8 seeds: score = scenario effect + the arm's constant (+ the two offsets)."""
+    df = synthetic_episodes(list(EFFECTS), n_seeds=8, buyers=("buyer_terra", "buyer_sonnet5"), seed=5)
     scen = df.groupby(["seed", "domain", "buyer"])["score"].transform("first")
     df["score"] = scen + df["arm"].map(EFFECTS)
     df.loc[(df["arm"] == "e2b_lr10_56") & (df["buyer"] == "buyer_terra"), "score"] += LR10_TERRA
