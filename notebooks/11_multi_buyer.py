@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -329,3 +331,138 @@ display(by_market.pivot(index="stage", columns="market", values="estimate").rein
 
 # %%
 print(f"notebook 11 ran {time.perf_counter() - t_start:.0f} s on profile {P.profile!r} (this kernel, this run)")
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 11.1: the normalised surplus of an episode by hand
+# Below, the greedy seller sells two items in a market of five buyers (14 seller turns), and the
+# record's outcome has been removed. From the record alone (the seller's `cost`, every buyer's
+# `budgets`, `config["n_items"]`, and the `turns`: a buyer's turn that accepted carries its `sale`,
+# with the buyer and the price), work out the best surplus the seller could have made, `ex111_best`
+# (the source paper's normaliser: the `n_items` highest budgets minus the cost, positive parts only),
+# the seller's normalised surplus `ex111_norm` (its surplus, the sum of price - cost over its sales,
+# over the best) and `ex111_top`, whether every sale went to one of the `n_items` highest-budget
+# buyers. A good answer uses the top `n_items` budgets, not the highest alone nor all of them, sums
+# over every sale, and matches `negolib.games.multi_buyer.metrics.outcome_row` (and the game's payoff).
+
+# %% tags=["exercise"]
+from negolib.games.multi_buyer.buyers import ScriptedBuyers as Ex111Buyers
+from negolib.games.multi_buyer.play import play_episodes as ex111_play
+from negolib.games.multi_buyer.scenarios import MarketConfig as Ex111Config
+from negolib.games.multi_buyer.scenarios import make_scenario as ex111_make_scenario
+from negolib.games.multi_buyer.sellers import make_seller as ex111_make_seller
+
+ex111_scenario = ex111_make_scenario(Ex111Config(n_buyers=5, n_items=2, turn_budget=14), 5_000_005, "exercise")
+(ex111_record,) = ex111_play(ex111_make_seller("greedy"), Ex111Buyers(), [ex111_scenario])
+del ex111_record["outcome"]  # what you are asked to work out
+print(f"cost {ex111_record['cost']}, budgets {ex111_record['budgets']}, items {ex111_record['config']['n_items']}")
+for t in ex111_record["turns"]:
+    act = t["action"] or {}
+    print(f"turn {t['turn']:2d} {t['role']:6s} buyer_{t['buyer'] + 1} {act.get('name', '-'):14s} "
+          f"{act.get('arguments', {})}{'  SALE ' + str(t['sale']) if t['sale'] else ''}")
+
+# %% tags=["solution"]
+# Exercise 11.1: the best surplus, the normalised surplus and whether every sale went to a top buyer.
+ex111_cost, ex111_budgets = ex111_record["cost"], ex111_record["budgets"]
+ex111_items = ex111_record["config"]["n_items"]
+ex111_top_budgets = sorted(ex111_budgets, reverse=True)[:ex111_items]
+ex111_best = sum(max(0.0, b - ex111_cost) for b in ex111_top_budgets)
+ex111_sales = [t["sale"] for t in ex111_record["turns"] if t["sale"]]
+ex111_norm = sum(s["price"] - ex111_cost for s in ex111_sales) / ex111_best
+ex111_top = all(ex111_budgets[s["buyer"]] >= ex111_top_budgets[-1] for s in ex111_sales)
+print(f"best {ex111_best:.2f}; {len(ex111_sales)} sale(s): normalised surplus {ex111_norm:.4f}; all to top buyers: "
+      f"{ex111_top}")
+
+# %% tags=["check"]
+from negolib.exercises import expect
+from negolib.games import get_game
+from negolib.games.multi_buyer.buyers import ScriptedBuyers
+from negolib.games.multi_buyer.metrics import outcome_row
+from negolib.games.multi_buyer.play import play_episodes
+from negolib.games.multi_buyer.scenarios import MarketConfig, make_scenario
+from negolib.games.multi_buyer.sellers import make_seller
+
+ex111_best, ex111_norm, ex111_top = expect(globals(), "ex111_best", "ex111_norm", "ex111_top", exercise="11.1")
+(ex111_full,) = play_episodes(make_seller("greedy"), ScriptedBuyers(),
+                              [make_scenario(MarketConfig(n_buyers=5, n_items=2, turn_budget=14), 5_000_005,
+                                             "exercise")])
+ex111_truth = outcome_row(ex111_full)
+assert abs(ex111_best - ex111_truth["best_surplus"]) < 1e-9, \
+    (f"exercise 11.1: best surplus {ex111_best:.2f} is wrong: the n_items highest budgets minus the cost each "
+     "(not the highest alone, nor every buyer)")
+assert abs(ex111_norm - ex111_truth["normalised_surplus"]) < 1e-9, \
+    f"exercise 11.1: normalised surplus {ex111_norm:.4f} is wrong: sum price - cost over every sale, over the best"
+assert abs(ex111_norm - get_game("multi_buyer").payoffs(ex111_full).seller) < 1e-9, \
+    "exercise 11.1: the normalised surplus is not the seller's payoff"
+assert isinstance(ex111_top, bool) and ex111_top == bool(ex111_truth["top_buyer_deal"]), \
+    "exercise 11.1: ex111_top must be a bool, True only if every sale went to a buyer among the n_items top budgets"
+print("exercise 11.1: correct")
+
+# %% [markdown]
+# ### Exercise 11.2: probe, then commit
+# The greedy seller sells to the first buyer whose bid reaches its reserve: it spends few turns but
+# rarely finds the high budget. Write a seller `ex112_seller` (a subclass of
+# `negolib.games.multi_buyer.sellers.ScriptedSeller`, not one of the library's `SELLERS`) that first
+# asks every buyer for a price, then commits to the highest bidder with a binding offer that starts
+# above its bid and comes down to it by the last turn. Its mean normalised surplus against the
+# scripted buyer pool must beat greedy's: the check plays both on the same 100 scenarios of the
+# `base` market and asks that the 95% interval of the paired seed-cluster bootstrap
+# (`negolib.stats.paired_contrast`) of yours minus greedy lies above 0. A good answer says what the
+# probing turns cost and why they pay here (how many seller turns are there for four buyers?).
+
+# %% tags=["solution"]
+# Exercise 11.2: a probe-then-commit seller whose paired normalised surplus beats greedy's.
+from negolib.games.multi_buyer.sellers import ScriptedSeller
+
+
+class ProbeThenCommit(ScriptedSeller):
+    """Asks every open buyer once for a price (no offer); then a binding offer to the highest bidder, 20% above
+    its bid at first and down to the bid (at least the reserve) on the last turn."""
+
+    def decide(self, view, threads):  # noqa: ANN001, ANN201
+        unprobed = [k for k in range(view.n_buyers) if not view.bought[k] and not threads.last_addressed[k]]
+        if unprobed:
+            return self.probe(unprobed[0])
+        bids = threads.bids
+        target = max((k for k in range(view.n_buyers) if not view.bought[k]), key=lambda k: bids[k] or 0.0)
+        premium = 0.2 * (view.turns_left - 1) / max(1, view.turn_budget - view.n_buyers - 1)
+        return self.offer(view, target, max(bids[target] or 0.0, self.reserve(view)) * (1 + premium))
+
+
+ex112_seller = ProbeThenCommit("probe_then_commit")
+
+# %% tags=["check"]
+import pandas as pd
+
+from negolib.exercises import expect
+from negolib.games import get_game
+from negolib.games.multi_buyer.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_buyer.sellers import SELLERS, ScriptedSeller, make_seller
+from negolib.stats import ClusterResampler, paired_contrast
+
+ex112_seller = expect(globals(), "ex112_seller", exercise="11.2")
+assert isinstance(ex112_seller, ScriptedSeller) and type(ex112_seller) not in set(SELLERS.values()), \
+    "exercise 11.2: ex112_seller must be a seller of your own (a subclass of ScriptedSeller, not a library seller)"
+ex112_game = get_game("multi_buyer")
+ex112_scenarios = scenario_set(eval_seeds(100), ["base"])
+ex112_rows = []
+for arm, seller in (("yours", ex112_seller), ("greedy", make_seller("greedy"))):
+    for r in ex112_game.play(seller, ex112_game.make_agent("pool", "buyer", 0), ex112_scenarios, seed=0):
+        p = ex112_game.payoffs(r)
+        assert p.valid, f"exercise 11.2: an episode of your seller ended in an error: {r.get('error')}"
+        ex112_rows.append({"arm": arm, "domain": r["market"], "seed": r["seed"], "buyer": "pool",
+                           "score": p.seller, "deal": p.deal})
+ex112_frame = pd.DataFrame(ex112_rows)
+ex112_c = paired_contrast(ex112_frame, "yours", "greedy", "score", ClusterResampler.from_frame(ex112_frame, 2_000))
+print(f"your seller - greedy, mean normalised surplus: {ex112_c.estimate:+.4f}, 95% CI "
+      f"[{ex112_c.ci_low:+.4f}, {ex112_c.ci_high:+.4f}] over {ex112_c.n_clusters} seed clusters")
+assert ex112_c.ci_low > 0, (f"exercise 11.2: your seller does not beat greedy (paired difference "
+                            f"{ex112_c.estimate:+.4f}, 95% CI [{ex112_c.ci_low:+.4f}, {ex112_c.ci_high:+.4f}] "
+                            "includes 0 or lies below)")
+print("exercise 11.2: correct")
