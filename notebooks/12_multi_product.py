@@ -352,3 +352,140 @@ if P.profile == "smoke":
 
 # %%
 print(f"notebook 12 ran {time.perf_counter() - t_start:.0f} s on profile {P.profile!r} (this kernel, this run)")
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 12.1: the welfare-optimal allocation by hand
+# Below, a market of three buyers and three products: each buyer's private valuations and the
+# seller's private costs. Each buyer buys at most one product and each product sells at most once.
+# Work out, without the library's oracle, the allocation that maximises welfare (the sum of valuation
+# minus cost over the pairs sold): `ex121_pairs`, a set of (buyer, product) pairs with 0-based
+# indices, and its welfare `ex121_welfare`; then the welfare of the greedy allocation that takes the
+# heaviest remaining pair first, `ex121_greedy`. A good answer enumerates the matchings (there are
+# only 3! = 6 full ones, and no pair here is worth less than nothing), matches the exact oracle
+# (`scipy.optimize.linear_sum_assignment`, which `negolib.games.multi_product.oracle.best_assignment`
+# wraps) and says why the greedy allocation, which starts with the single most valuable pair, ends
+# up worse.
+
+# %% tags=["exercise"]
+import numpy as np
+
+from negolib.games.multi_product.scenarios import MarketConfig as Ex121Config
+from negolib.games.multi_product.scenarios import make_scenario as ex121_make_scenario
+
+ex121_scenario = ex121_make_scenario(Ex121Config(n_products=3, n_buyers=3), 5_000_025, "exercise")
+ex121_values = np.asarray(ex121_scenario.valuations)  # ex121_values[m, k]: buyer m's value of product k
+ex121_costs = np.asarray(ex121_scenario.costs)  # ex121_costs[k]: the seller's cost of product k
+print("valuations (rows: buyers, columns: products):\n", ex121_values, "\ncosts:", ex121_costs)
+
+# %% tags=["solution"]
+# Exercise 12.1: the welfare-optimal allocation, its welfare, and the greedy allocation's welfare.
+import itertools
+
+ex121_gain = ex121_values - ex121_costs[None, :]  # the welfare of each (buyer, product) pair
+ex121_best_perm = max(itertools.permutations(range(3)), key=lambda p: sum(ex121_gain[m, p[m]] for m in range(3)))
+ex121_pairs = {(m, k) for m, k in enumerate(ex121_best_perm) if ex121_gain[m, k] > 0}
+ex121_welfare = float(sum(ex121_gain[m, k] for m, k in ex121_pairs))
+ex121_free_m, ex121_free_k, ex121_greedy = set(range(3)), set(range(3)), 0.0
+for flat in np.argsort(-ex121_gain, axis=None):
+    m, k = divmod(int(flat), 3)
+    if m in ex121_free_m and k in ex121_free_k and ex121_gain[m, k] > 0:
+        ex121_greedy += float(ex121_gain[m, k])
+        ex121_free_m.discard(m)
+        ex121_free_k.discard(k)
+print(f"optimal: {sorted(ex121_pairs)}, welfare {ex121_welfare:.2f}; greedy: welfare {ex121_greedy:.2f}")
+
+# %% tags=["check"]
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from negolib.exercises import expect
+from negolib.games.multi_product.oracle import greedy_assignment
+from negolib.games.multi_product.scenarios import MarketConfig, make_scenario
+
+ex121_pairs, ex121_welfare, ex121_greedy = expect(globals(), "ex121_pairs", "ex121_welfare", "ex121_greedy",
+                                                  exercise="12.1")
+ex121_market = make_scenario(MarketConfig(n_products=3, n_buyers=3), 5_000_025, "exercise")
+ex121_w = np.asarray(ex121_market.valuations) - np.asarray(ex121_market.costs)[None, :]
+ex121_pairs = {(int(m), int(k)) for m, k in ex121_pairs}
+assert len({m for m, _ in ex121_pairs}) == len({k for _, k in ex121_pairs}) == len(ex121_pairs), \
+    "exercise 12.1: not an allocation: a buyer or a product appears in two pairs"
+ex121_rows, ex121_cols = linear_sum_assignment(ex121_w, maximize=True)
+ex121_oracle = float(ex121_w[ex121_rows, ex121_cols].sum())
+assert abs(sum(ex121_w[m, k] for m, k in ex121_pairs) - ex121_welfare) < 1e-6, \
+    "exercise 12.1: ex121_welfare is not the welfare of ex121_pairs (sum of valuation - cost over the pairs)"
+assert abs(ex121_welfare - ex121_oracle) < 1e-6, \
+    f"exercise 12.1: welfare {ex121_welfare:.2f} is below the optimum: try every matching"
+assert ex121_pairs == set(zip(ex121_rows.tolist(), ex121_cols.tolist())) == set(ex121_market.best_welfare.pairs), \
+    "exercise 12.1: your pairs are not the oracle's allocation"
+assert abs(ex121_greedy - greedy_assignment(ex121_w).value) < 1e-6, \
+    (f"exercise 12.1: greedy welfare {ex121_greedy:.2f} is wrong: take the heaviest pair whose buyer and product "
+     "are both free, repeatedly")
+assert ex121_greedy < ex121_welfare - 1, "exercise 12.1: the greedy allocation should fall short of the optimum here"
+print("exercise 12.1: correct")
+
+# %% [markdown]
+# ### Exercise 12.2: which messages parse?
+# The seller speaks the four-part protocol of `negolib.games.multi_product.protocol` (its docstring
+# states the rules: `TO`, `PRODUCT`, `PRICE`, `MESSAGE`, one per line and in this order, blank lines
+# and one code fence tolerated; a price is digits with at most two decimals and an optional `$`).
+# Below, ten messages a seller might write in a market of 4 buyers and 3 products. Without running the
+# parser, say which are bad parses and which part fails: `ex122_bad`, a dict from the message's index
+# to the failing part (`"TO"`, `"PRODUCT"`, `"PRICE"`, `"MESSAGE"`); and for each message that does
+# parse, its offer as (buyer, product, price) with 0-based indices: `ex122_offers`, a dict from the
+# index to that tuple. A good answer matches `parse_message` on every message and says which rule each
+# bad one breaks.
+
+# %% tags=["exercise"]
+ex122_messages = [
+    "TO: buyer_2\nPRODUCT: product_1\nPRICE: 123.45\nMESSAGE: A fair price for a fine product.",
+    "TO: buyer_5\nPRODUCT: product_1\nPRICE: 99\nMESSAGE: Hello there.",
+    "TO: buyer_1\nPRODUCT: product_3\nPRICE: $1,200.00\nMESSAGE: Our premium model.",
+    "```\nTO: buyer_3\n\nPRODUCT: product_2\nPRICE: $80\nMESSAGE: Two lines\nof message.\n```",
+    "TO: buyer_4\nPRODUCT: product_2\nPRICE: 75.5\nMESSAGE: Deal?\nPRICE: 70",
+    "PRODUCT: product_1\nTO: buyer_1\nPRICE: 50\nMESSAGE: The parts in another order.",
+    "TO: buyer_2\nPRODUCT: product_2\nPRICE: 60.125\nMESSAGE: A precise price.",
+    "TO: buyer_1\nPRODUCT: product_3\nPRICE: 0\nMESSAGE: Free!",
+    "TO: buyer_3\nPRODUCT: product_3\nPRICE: 140\nMESSAGE:",
+    "Sure! Here is my offer.\nTO: buyer_1\nPRODUCT: product_1\nPRICE: 90\nMESSAGE: Hi.",
+]
+for i, m in enumerate(ex122_messages):
+    print(f"--- message {i} ---\n{m}")
+
+# %% tags=["solution"]
+# Exercise 12.2: the failing part of each bad message, and the offer of each good one (0-based indices).
+ex122_bad = {
+    1: "TO",  # buyer_5: the market has buyers 1..4
+    2: "PRICE",  # a thousands comma is not allowed
+    4: "MESSAGE",  # a line of the message starts with a part label
+    5: "TO",  # the parts come in a fixed order: the first line must be TO
+    6: "PRICE",  # three decimals
+    7: "PRICE",  # a price must be positive
+    8: "MESSAGE",  # the message is empty
+    9: "TO",  # prose before the four parts: the first line must be TO
+}
+ex122_offers = {0: (1, 0, 123.45), 3: (2, 1, 80.0)}  # the fence and the blank line are tolerated, and so is '$'
+
+# %% tags=["check"]
+from negolib.exercises import expect
+from negolib.games.multi_product.protocol import parse_message
+
+ex122_bad, ex122_offers = expect(globals(), "ex122_bad", "ex122_offers", exercise="12.2")
+ex122_parsed = [parse_message(m, 4, 3) for m in ex122_messages]
+ex122_true_bad = {i for i, p in enumerate(ex122_parsed) if p.bad}
+assert set(ex122_bad) == ex122_true_bad, \
+    (f"exercise 12.2: the bad parses are not messages {sorted(ex122_bad)}: "
+     f"{len(set(ex122_bad) ^ ex122_true_bad)} message(s) misjudged")
+ex122_wrong = [i for i in sorted(ex122_true_bad) if ex122_bad[i] != ex122_parsed[i].part]
+assert not ex122_wrong, f"exercise 12.2: the failing part is wrong for message(s) {ex122_wrong}"
+assert set(ex122_offers) == set(range(len(ex122_messages))) - ex122_true_bad, \
+    "exercise 12.2: ex122_offers must hold the offer of every message that parses, and only those"
+ex122_off = [i for i, o in ex122_offers.items() if tuple(o) != tuple(ex122_parsed[i].offer)]
+assert not ex122_off, f"exercise 12.2: the offer is wrong for message(s) {ex122_off} (0-based buyer and product)"
+print("exercise 12.2: correct")
