@@ -169,3 +169,136 @@ if P.design.frontier:
     display(B.save_table(self_play_table(self_play_split(R.an, P), P, paper)))
 else:
     print("no frontier reference sellers in this profile (see notebook 9 for the scripted baselines)")
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 5.1: Holm's correction by hand
+# A primary family of four contrasts (trained minus base at four sizes) came back with the raw
+# p-values below, in the family's order. Compute Holm's step-down adjusted p-values `ex51_adjusted`
+# (a list in the same order as the input) and which contrasts are significant at alpha = 0.05 after
+# the correction, `ex51_significant` (a list of four bools). A good answer sorts the p-values, scales
+# the i-th smallest by (m - i + 1), keeps the adjusted values non-decreasing in that order (a running
+# maximum), caps them at 1, puts them back in the input's order, and matches `negolib.stats.holm`; it
+# says how many contrasts an uncorrected reading would have called significant.
+
+# %% tags=["exercise"]
+ex51_family = ["2.3B", "4.5B", "12B", "31B"]
+ex51_p = [0.91, 0.004, 0.03, 0.02]  # raw p-values, in the family's order
+
+# %% tags=["solution"]
+# Exercise 5.1: Holm-adjusted p-values (input order) and the significance marks at alpha = 0.05.
+ex51_order = sorted(range(len(ex51_p)), key=lambda i: ex51_p[i])
+ex51_adjusted = [0.0] * len(ex51_p)
+ex51_running = 0.0
+for rank, i in enumerate(ex51_order):
+    ex51_running = max(ex51_running, (len(ex51_p) - rank) * ex51_p[i])  # the running maximum
+    ex51_adjusted[i] = min(1.0, ex51_running)
+ex51_significant = [a < 0.05 for a in ex51_adjusted]
+for name, p, a, s in zip(ex51_family, ex51_p, ex51_adjusted, ex51_significant):
+    print(f"{name}: raw p {p:.3f}, Holm {a:.3f}{'  *' if s else ''}")
+
+# %% tags=["check"]
+import numpy as np
+
+from negolib.exercises import expect
+from negolib.stats import holm
+
+ex51_adjusted, ex51_significant = expect(globals(), "ex51_adjusted", "ex51_significant", exercise="5.1")
+assert np.shape(ex51_adjusted) == (4,), "exercise 5.1: ex51_adjusted must hold one adjusted p-value per contrast"
+ex51_bonferroni = np.minimum(1.0, 4 * np.asarray(ex51_p))
+assert not np.allclose(ex51_adjusted, ex51_bonferroni), \
+    "exercise 5.1: these are Bonferroni's values (every p times 4); Holm scales the i-th smallest by m - i + 1"
+assert np.allclose(ex51_adjusted, holm(ex51_p), atol=1e-12), \
+    (f"exercise 5.1: {np.round(ex51_adjusted, 4).tolist()} are not Holm's adjusted p-values (keep them "
+     "non-decreasing in the sorted order and report them in the input's order)")
+assert [bool(s) for s in ex51_significant] == [bool(a < 0.05) for a in holm(ex51_p)], \
+    "exercise 5.1: the significance marks must follow the adjusted p-values (adjusted p < 0.05)"
+print("exercise 5.1: correct")
+
+# %% [markdown]
+# ### Exercise 5.2: a difference of two gains, on the same resamples
+# Contribution (i) compares paired gains *between* sizes: does the large model gain more from training
+# than the small one? Below, a synthetic episode table of four arms on the same 80 scenarios (20
+# evaluation seeds x 2 domains x 2 buyers). Compute the difference of gains
+# (S(trained_large) - S(base_large)) - (S(trained_small) - S(base_small)) and its 95% percentile interval by
+# resampling seeds 2,000 times with the draws `np.random.default_rng(0).integers(0, G, (2000, G))` over
+# the sorted seeds, both gains on each resample: `ex52_estimate`, `ex52_ci` (a pair). Then the
+# interval you would get by treating the two gains as independent, `ex52_naive_ci`: the estimate
+# plus or minus 1.96 times the square root of the sum of the two gains' bootstrap variances. A good
+# answer matches `negolib.stats.contrast_difference` of the two `paired_contrast`s (one
+# `ClusterResampler` shared), notes that only one of the two intervals excludes zero, and explains why
+# the naive interval is wider here (what do the two gains share on a seed?).
+
+# %% tags=["exercise"]
+import numpy as np
+import pandas as pd
+
+ex52_rng = np.random.default_rng(11)
+ex52_rows = []
+for ex52_seed in range(5_000_000, 5_000_020):
+    ex52_hard = ex52_rng.normal(0, 0.12)  # a seed's scenarios are hard or easy for every arm
+    ex52_gain = ex52_rng.normal(0.04, 0.05)  # ... and training helps more on some seeds than others, at both sizes
+    for ex52_domain in ("car", "job_offer"):
+        for ex52_buyer in ("buyer_linear", "buyer_hardheaded"):
+            for ex52_arm, ex52_g in (("base_small", 0.0), ("trained_small", ex52_gain),
+                                     ("base_large", 0.05), ("trained_large", 0.05 + ex52_gain + 0.02)):
+                ex52_rows.append({"arm": ex52_arm, "domain": ex52_domain, "seed": ex52_seed, "buyer": ex52_buyer,
+                                  "score": round(0.55 + ex52_hard + ex52_g + ex52_rng.normal(0, 0.03), 4),
+                                  "deal": True})
+ex52_df = pd.DataFrame(ex52_rows)
+ex52_df.head()
+
+# %% tags=["solution"]
+# Exercise 5.2: the difference of the two paired gains on shared seed resamples, and the naive interval.
+ex52_seeds = np.sort(ex52_df["seed"].unique())
+ex52_idx = np.random.default_rng(0).integers(0, ex52_seeds.size, (2000, ex52_seeds.size))
+ex52_counts = np.vstack([np.ones(ex52_seeds.size),  # row 0: the sample itself
+                         np.stack([np.bincount(row, minlength=ex52_seeds.size) for row in ex52_idx])])
+
+
+def ex52_mean(arm: str) -> np.ndarray:
+    """Mean S of ``arm`` on the sample (element 0) and on each resample (S is a ratio of sums over seeds)."""
+    sums = ex52_df[ex52_df["arm"] == arm].groupby("seed")["score"].agg(["sum", "size"]).reindex(ex52_seeds)
+    return ex52_counts @ sums["sum"].to_numpy() / (ex52_counts @ sums["size"].to_numpy())
+
+
+ex52_large = ex52_mean("trained_large") - ex52_mean("base_large")
+ex52_small = ex52_mean("trained_small") - ex52_mean("base_small")
+ex52_diff = ex52_large - ex52_small
+ex52_estimate = float(ex52_diff[0])
+ex52_ci = tuple(np.quantile(ex52_diff[1:], [0.025, 0.975]))
+ex52_half = 1.96 * np.sqrt(ex52_large[1:].var(ddof=1) + ex52_small[1:].var(ddof=1))
+ex52_naive_ci = (ex52_estimate - ex52_half, ex52_estimate + ex52_half)
+print(f"gain difference {ex52_estimate:+.4f}, 95% CI [{ex52_ci[0]:+.4f}, {ex52_ci[1]:+.4f}]; as if independent: "
+      f"[{ex52_naive_ci[0]:+.4f}, {ex52_naive_ci[1]:+.4f}]")
+
+# %% tags=["check"]
+import numpy as np
+
+from negolib.exercises import expect
+from negolib.stats import ClusterResampler, contrast_difference, paired_contrast
+
+ex52_estimate, ex52_ci, ex52_naive_ci = expect(globals(), "ex52_estimate", "ex52_ci", "ex52_naive_ci",
+                                               exercise="5.2")
+ex52_res = ClusterResampler.from_frame(ex52_df, 2000, seed=0)
+ex52_d = contrast_difference(paired_contrast(ex52_df, "trained_large", "base_large", "score", ex52_res),
+                             paired_contrast(ex52_df, "trained_small", "base_small", "score", ex52_res))
+assert abs(ex52_estimate - ex52_d.estimate) < 1e-9, \
+    f"exercise 5.2: the estimate {ex52_estimate:+.6f} is not the difference of the two paired gains"
+assert np.allclose(ex52_ci, (ex52_d.interval.ci_low, ex52_d.interval.ci_high), atol=1e-9), \
+    (f"exercise 5.2: the interval {tuple(np.round(ex52_ci, 5))} is not contrast_difference's "
+     f"({ex52_d.interval.ci_low:+.5f}, {ex52_d.interval.ci_high:+.5f}): compute both gains on each resample")
+assert np.isclose(np.mean(ex52_naive_ci), ex52_estimate, atol=1e-9), \
+    "exercise 5.2: the naive interval is centred on the estimate"
+assert ex52_naive_ci[1] - ex52_naive_ci[0] > 1.5 * (ex52_ci[1] - ex52_ci[0]), \
+    ("exercise 5.2: the naive interval should be much wider than the shared-resample one here (the gains share "
+     "each seed's effect); add the two gains' bootstrap variances")
+assert ex52_naive_ci[0] < 0 < ex52_ci[0], \
+    "exercise 5.2: here the shared-resample interval excludes zero and the naive one does not"
+print("exercise 5.2: correct")
