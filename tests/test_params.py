@@ -14,7 +14,7 @@ from negolib.errors import ValidationError
 from negolib.params import load_params, parse_params, spec_dict, to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILES = ("smoke", "default", "paper")
+PROFILES = ("smoke", "default", "course", "paper")
 
 
 def _smoke_data() -> dict:
@@ -39,8 +39,9 @@ def test_shipped_profiles_load(profile):
 def test_paper_profile_is_the_papers_grid():
     p = load_params(ROOT / "params" / "paper.yaml")
     ev = p.evaluation
-    assert len(p.arms) == 21
-    assert len(p.arms) * ev.seeds_per_domain * 9 * len(ev.buyers) == 24_192
+    grid = [a for a, s in p.arms.items() if s.paper_ref]  # the paper's grid; the rest are App. A's limitation arms
+    assert len(grid) == 21
+    assert len(grid) * ev.seeds_per_domain * 9 * len(ev.buyers) == 24_192
     assert [g.paper for g in p.design.sizes] == ["E2B", "E4B", "12B", "31B"]
     assert len(p.statistics.primary) == 4
     for spec in p.arms.values():  # API keys are named, never given
@@ -56,6 +57,17 @@ def test_default_profile_has_the_embedded_design():
     assert len({p.buyers[b].strategy for b in p.evaluation.buyers}) == 2  # two buyer families
     assert p.evaluation.seeds_per_domain == 64
     assert p.evaluation.lm_seeds_per_domain < 64  # a declared LM subset
+
+
+def test_course_profile_is_the_default_sized_to_detect_learning():
+    default, course = (load_params(ROOT / "params" / f"{n}.yaml") for n in ("default", "course"))
+    assert set(course.arms) == set(default.arms) and course.evaluation.buyers == default.evaluation.buyers
+    assert course.evaluation.max_rounds == default.evaluation.max_rounds  # the same evaluation protocol
+    assert course.evaluation.lm_seeds_per_domain > default.evaluation.lm_seeds_per_domain
+    run, base = course.training.runs["smollm2_grpo"], default.training.runs["smollm2_grpo"]
+    assert run.config["max_steps"] > base.config["max_steps"]
+    assert run.warmup == base.warmup and run.init == base.init  # the same starting policy
+    assert course.budgets.total_s <= 3 * 3600  # issue 14: at most 3 hours on 2 cores
 
 
 def test_paper_refs_exist_in_paper_reported():
@@ -291,8 +303,8 @@ def test_lists_name_each_thing_once(tmp_path):
     data["evaluation"]["lm_domains"] = ["car", "car"]
     _expect(tmp_path, data, "evaluation.lm_domains[1]", "listed twice")
     data = _smoke_data()
-    data["training"]["runs"]["tiny_grpo"]["seeds"] = [0, 0]
-    _expect(tmp_path, data, "training.runs.tiny_grpo.seeds[1]", "listed twice")
+    data["training"]["runs"]["tiny_grpo"]["seeds"] = [0, 1, 2, 2]
+    _expect(tmp_path, data, "training.runs.tiny_grpo.seeds[3]", "listed twice")
 
 
 def test_lm_domains_must_be_evaluated(tmp_path):
