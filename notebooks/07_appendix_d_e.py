@@ -160,3 +160,144 @@ for arm, _ in trained:
         print(row.transcript[:3000], "\n")
 if not trained:
     print("no trained arm evaluated in this profile")
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 7.1: the guards by hand
+# Below, a synthetic episode table of a trained arm and its base on the same 48 scenarios. Evaluate
+# the four numeric guards of App. E (plus ours) by hand: the trained arm's change from base in deal
+# rate, in deal-only U~, in the seller's bad-parse rate and in its invalid-accept rate, as a dict
+# `ex71_delta` keyed `deal_rate`, `deal_utility`, `seller_bad_parse_rate`, `invalid_accept_rate`;
+# the trained arm's mean turns `ex71_mean_turns`; and which guards pass, a dict `ex71_passed` keyed
+# `deal_rate` (the deal rate falls by at most 0.05), `seller_bad_parse_rate` and
+# `invalid_accept_rate` (each rises by at most 0.01) and `mean_turns` (below the cap of 24). A rate
+# per seller turn is the arm's total count over its total seller turns (a ratio of sums, as every
+# metric of `negolib.metrics`), not the mean of per-episode rates. A good answer matches
+# `negolib.diagnostics.guards_table` and says which guard the short episodes would fail under the
+# other reading.
+
+# %% tags=["exercise"]
+import numpy as np
+import pandas as pd
+
+ex71_rng = np.random.default_rng(2)
+ex71_rows, ex71_i = [], 0
+for ex71_seed in range(5_000_000, 5_000_012):
+    for ex71_domain in ("car", "job_offer"):
+        for ex71_buyer in ("buyer_linear", "buyer_hardheaded"):
+            ex71_i += 1
+            for ex71_arm, ex71_p, ex71_u in (("base", 0.92, 0.55), ("trained", 0.78, 0.64)):
+                ex71_short = ex71_arm == "trained" and ex71_i % 16 == 5  # three short episodes with a bad parse
+                ex71_turns = 4 if ex71_short else int(ex71_rng.integers(10, 19))
+                ex71_st = (ex71_turns + 1) // 2  # the seller opens: it plays the odd turns
+                ex71_deal = bool(ex71_rng.random() < ex71_p) and not ex71_short
+                ex71_rows.append({
+                    "arm": ex71_arm, "domain": ex71_domain, "seed": ex71_seed, "buyer": ex71_buyer, "deal": ex71_deal,
+                    "seller_utility": (round(float(np.clip(ex71_u + ex71_rng.normal(0, 0.08), 0, 1)), 4) if ex71_deal
+                                       else np.nan),
+                    "turns": ex71_turns, "seller_turns": ex71_st,
+                    "seller_bad_parses": 1 if ex71_short else int(ex71_rng.binomial(ex71_st, 0.01)),
+                    "seller_invalid_accepts": int(ex71_rng.binomial(ex71_st, 0.0 if ex71_arm == "base" else 0.03))})
+ex71_df = pd.DataFrame(ex71_rows)
+ex71_df.head()
+
+# %% tags=["solution"]
+# Exercise 7.1: the guards' changes (trained - base), the trained arm's mean turns, and which guards pass.
+def ex71_values(rows: pd.DataFrame) -> dict[str, float]:
+    return {"deal_rate": rows["deal"].mean(),
+            "deal_utility": rows.loc[rows["deal"], "seller_utility"].mean(),
+            "seller_bad_parse_rate": rows["seller_bad_parses"].sum() / rows["seller_turns"].sum(),
+            "invalid_accept_rate": rows["seller_invalid_accepts"].sum() / rows["seller_turns"].sum()}
+
+
+ex71_a, ex71_b = (ex71_values(ex71_df[ex71_df["arm"] == arm]) for arm in ("trained", "base"))
+ex71_delta = {k: float(ex71_a[k] - ex71_b[k]) for k in ex71_a}
+ex71_mean_turns = float(ex71_df.loc[ex71_df["arm"] == "trained", "turns"].mean())
+ex71_passed = {"deal_rate": ex71_delta["deal_rate"] >= -0.05,
+               "seller_bad_parse_rate": ex71_delta["seller_bad_parse_rate"] <= 0.01,
+               "invalid_accept_rate": ex71_delta["invalid_accept_rate"] <= 0.01,
+               "mean_turns": ex71_mean_turns < 24}
+for k, v in ex71_delta.items():
+    print(f"change in {k}: {v:+.4f}")
+print(f"trained mean turns {ex71_mean_turns:.2f}; passed: {ex71_passed}")
+
+# %% tags=["check"]
+from negolib.diagnostics import guards_table
+from negolib.exercises import expect
+
+ex71_delta, ex71_mean_turns, ex71_passed = expect(globals(), "ex71_delta", "ex71_mean_turns", "ex71_passed",
+                                                  exercise="7.1")
+ex71_g = guards_table(ex71_df, "base", "trained").set_index("metric")
+ex71_t = ex71_df[ex71_df["arm"] == "trained"]
+ex71_b_rows = ex71_df[ex71_df["arm"] == "base"]
+ex71_naive = ((ex71_t["seller_bad_parses"] / ex71_t["seller_turns"]).mean()
+              - (ex71_b_rows["seller_bad_parses"] / ex71_b_rows["seller_turns"]).mean())
+assert abs(ex71_delta["seller_bad_parse_rate"] - ex71_naive) > 1e-6, \
+    "exercise 7.1: that bad-parse change averages per-episode rates; the metric is total bad parses / seller turns"
+for ex71_k in ("deal_rate", "seller_bad_parse_rate", "invalid_accept_rate"):
+    assert abs(ex71_delta[ex71_k] - ex71_g.loc[ex71_k, "delta"]) < 1e-9, \
+        f"exercise 7.1: the change in {ex71_k} is {ex71_delta[ex71_k]:+.4f}, not {ex71_g.loc[ex71_k, 'delta']:+.4f}"
+    assert bool(ex71_passed[ex71_k]) == bool(ex71_g.loc[ex71_k, "passed"]), \
+        f"exercise 7.1: the {ex71_k} guard {'passes' if ex71_g.loc[ex71_k, 'passed'] else 'fails'} here"
+assert abs(ex71_delta["deal_utility"] - ex71_g.loc["deal_rate", "d_deal_utility"]) < 1e-9, \
+    "exercise 7.1: the change in deal-only U~ is wrong (the mean U~ over each arm's deals only)"
+assert abs(ex71_mean_turns - ex71_g.loc["mean_turns", "arm_value"]) < 1e-9 and \
+    bool(ex71_passed["mean_turns"]) == bool(ex71_g.loc["mean_turns", "passed"]), \
+    "exercise 7.1: the trained arm's mean turns, or its guard (below 24), is wrong"
+print("exercise 7.1: correct")
+
+# %% [markdown]
+# ### Exercise 7.2: the k3 estimator of the KL the trainer logs
+# The GRPO loss (TRL's, as NeMo-RL's default) penalises the policy's divergence from the initial
+# policy with the **k3** estimator: for a token sampled from the policy, with r = pi_ref(token) /
+# pi(token), k3 = r - 1 - log r (k1 = -log r is the plain one). Below, a policy and a reference over
+# five tokens, and 20,000 tokens sampled from the policy. Compute the exact KL(pi || pi_ref),
+# `ex72_exact`; the per-sample k3 and k1, `ex72_k3` and `ex72_k1` (arrays of 20,000); and their means.
+# A good answer shows that both estimators are unbiased (their means agree with the exact KL within
+# Monte Carlo error) but that k3 is never negative and has the smaller spread, while single k1
+# samples are often negative: why the logged KL can be trusted step by step.
+
+# %% tags=["exercise"]
+import numpy as np
+
+ex72_pi = np.array([0.30, 0.25, 0.20, 0.15, 0.10])  # the policy
+ex72_ref = np.array([0.26, 0.27, 0.22, 0.13, 0.12])  # the initial (reference) policy
+ex72_tokens = np.random.default_rng(0).choice(5, size=20_000, p=ex72_pi)  # sampled from the policy
+
+# %% tags=["solution"]
+# Exercise 7.2: exact KL(pi || pi_ref), per-sample k3 and k1, and what their means and spreads show.
+ex72_exact = float(np.sum(ex72_pi * np.log(ex72_pi / ex72_ref)))
+ex72_log_r = np.log(ex72_ref[ex72_tokens]) - np.log(ex72_pi[ex72_tokens])
+ex72_k1 = -ex72_log_r
+ex72_k3 = np.exp(ex72_log_r) - 1 - ex72_log_r
+print(f"exact KL {ex72_exact:.5f}; mean k1 {ex72_k1.mean():.5f} (sd {ex72_k1.std():.4f}, "
+      f"{(ex72_k1 < 0).mean():.0%} negative); mean k3 {ex72_k3.mean():.5f} (sd {ex72_k3.std():.4f}, min "
+      f"{ex72_k3.min():.2e})")
+
+# %% tags=["check"]
+import numpy as np
+from scipy.stats import entropy
+
+from negolib.exercises import expect
+
+ex72_exact, ex72_k3, ex72_k1 = expect(globals(), "ex72_exact", "ex72_k3", "ex72_k1", exercise="7.2")
+assert abs(ex72_exact - entropy(ex72_pi, ex72_ref)) < 1e-12, \
+    "exercise 7.2: the exact KL(pi || pi_ref) is sum pi log(pi / pi_ref) (mind the direction)"
+assert np.shape(ex72_k3) == np.shape(ex72_k1) == (20_000,), "exercise 7.2: one k3 and one k1 per sampled token"
+ex72_lr = np.log(ex72_ref[ex72_tokens] / ex72_pi[ex72_tokens])
+assert np.allclose(ex72_k3, np.exp(ex72_lr) - 1 - ex72_lr, atol=1e-12), \
+    "exercise 7.2: k3 = r - 1 - log r with r = pi_ref(token) / pi(token), per sampled token"
+assert np.allclose(ex72_k1, -ex72_lr, atol=1e-12), "exercise 7.2: k1 = -log r = log pi(token) - log pi_ref(token)"
+for ex72_name, ex72_est in (("k3", ex72_k3), ("k1", ex72_k1)):
+    ex72_se = ex72_est.std(ddof=1) / np.sqrt(ex72_est.size)
+    assert abs(ex72_est.mean() - ex72_exact) < 4 * ex72_se, \
+        f"exercise 7.2: the mean of {ex72_name} should match the exact KL within Monte Carlo error"
+assert ex72_k3.min() >= 0 and (ex72_k1 < 0).any() and ex72_k3.std() < ex72_k1.std(), \
+    "exercise 7.2: k3 should be non-negative with the smaller spread, k1 sometimes negative"
+print("exercise 7.2: correct")
