@@ -122,3 +122,131 @@ display(B.save_table(rerun_table(quoted_contrasts(R.an, P, sections=("K",)), pap
 # %%
 opens = openings_table(records).set_index("arm")["opens_with_terms"].to_dict() if records else {}
 display(B.save_table(table9(decomposition(R.an, trained_pairs(P)), opens, P, paper)))
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 8.1: the cost of an episode from its token counts
+# Below, three episodes as the transcripts record them (every turn with the tokens its call billed) and
+# a price table in USD per million input and output tokens. The seller is an API model in all three;
+# the buyer is an API model in the first two and a scripted buyer (never billed) in the third. Compute
+# the USD each episode cost, both sides together, `ex81_usd` (a list of three), and the share of the
+# three episodes' total cost that paid for *input* tokens, `ex81_input_share`. A good answer bills each
+# party at its own model's prices, leaves the scripted party out, matches `negolib.cost.cost_frame`,
+# and says why input dominates although output tokens cost several times more each (what does every
+# turn's prompt contain?).
+
+# %% tags=["exercise"]
+from negolib.params import Price
+
+ex81_prices = {"frontier-a": Price(input=1.25, output=10.0), "frontier-b": Price(input=3.0, output=15.0)}
+ex81_models = {"api_seller": "frontier-a", "api_buyer": "frontier-b"}  # agent name -> the priced model it calls
+
+
+def ex81_episode(seed: int, n_turns: int, buyer: str) -> dict:
+    """An episode record: the seller opens; each call re-sends the growing conversation as its input."""
+    turns = [{"turn": t, "role": "seller" if t % 2 else "buyer", "input_tokens": 1_400 + 260 * (t - 1),
+              "output_tokens": 180 + 7 * t} for t in range(1, n_turns + 1)]
+    return {"arm": "frontier", "seller": "api_seller", "buyer": buyer, "domain": "car", "seed": seed,
+            "status": "deal", "turns": turns}
+
+
+ex81_records = [ex81_episode(5_000_000, 10, "api_buyer"), ex81_episode(5_000_001, 7, "api_buyer"),
+                ex81_episode(5_000_002, 12, "buyer_linear")]
+
+# %% tags=["solution"]
+# Exercise 8.1: USD per episode (both sides) and the share of the cost that paid for input tokens.
+ex81_usd, ex81_input_usd = [], 0.0
+for rec in ex81_records:
+    usd = 0.0
+    for t in rec["turns"]:
+        model = ex81_models.get(rec[t["role"]])  # None: scripted, not billed
+        if model is None:
+            continue
+        price = ex81_prices[model]
+        usd += (t["input_tokens"] * price.input + t["output_tokens"] * price.output) / 1e6
+        ex81_input_usd += t["input_tokens"] * price.input / 1e6
+    ex81_usd.append(usd)
+ex81_input_share = ex81_input_usd / sum(ex81_usd)
+print(f"USD per episode: {[round(u, 5) for u in ex81_usd]}; input tokens paid {ex81_input_share:.0%} of it")
+
+# %% tags=["check"]
+import numpy as np
+
+from negolib.cost import cost_frame
+from negolib.exercises import expect
+
+ex81_usd, ex81_input_share = expect(globals(), "ex81_usd", "ex81_input_share", exercise="8.1")
+ex81_truth = cost_frame(ex81_records, ex81_prices, ex81_models)
+assert np.shape(ex81_usd) == (3,), "exercise 8.1: ex81_usd holds one cost per episode"
+assert np.allclose(ex81_usd, ex81_truth["usd"], rtol=0, atol=1e-12), \
+    (f"exercise 8.1: {np.round(ex81_usd, 5).tolist()} are not the episodes' costs "
+     f"({np.round(ex81_truth['usd'], 5).tolist()}): bill each side at its model's price, the scripted side nothing")
+ex81_in = sum(ex81_truth[f"{r}_input_tokens"] @ ex81_truth[f"{r}_model"].map(
+    lambda m: ex81_prices[m].input / 1e6 if isinstance(m, str) else 0.0) for r in ("seller", "buyer"))
+assert abs(ex81_input_share - ex81_in / ex81_truth["usd"].sum()) < 1e-9, \
+    "exercise 8.1: the input share is the USD paid for input tokens over the total USD"
+assert ex81_input_share > 0.5, "exercise 8.1: here input tokens should pay for most of the cost"
+print("exercise 8.1: correct")
+
+# %% [markdown]
+# ### Exercise 8.2: the Monte Carlo error of an interval's endpoint
+# A percentile interval from B bootstrap resamples is itself an estimate: with another bootstrap seed
+# its endpoints move. App. K reports each endpoint's Monte Carlo standard error from the order
+# statistics: the endpoint at level q (0.025 or 0.975) has an uncertainty in *level* of
+# s = sqrt(q (1 - q) / B), so its SE is half the distance between the quantiles at q - s and q + s.
+# Below, a bootstrap distribution of B = 10,000 contrasts. Compute the interval `ex82_ci` (a pair),
+# the SEs of its two endpoints `ex82_se` (a pair), and the number of resamples that would bring the
+# lower endpoint's SE down to 0.0001, `ex82_b_needed` (an int; the SE shrinks as 1 / sqrt(B)). A good
+# answer uses numpy's default (linear) quantiles, matches `negolib.stats.summarize`, and checks its SE
+# against the spread of the lower endpoint over fresh bootstrap-sized draws.
+
+# %% tags=["exercise"]
+import numpy as np
+
+ex82_dist = np.random.default_rng(4).normal(0.021, 0.011, 10_000)  # B = 10,000 resampled contrasts
+
+# %% tags=["solution"]
+# Exercise 8.2: the 95% interval, the Monte Carlo SE of each endpoint, and the B for an SE of 0.0001.
+import math
+
+ex82_B = ex82_dist.size
+ex82_ci, ex82_se = [], []
+for q in (0.025, 0.975):
+    s = math.sqrt(q * (1 - q) / ex82_B)
+    ex82_ci.append(float(np.quantile(ex82_dist, q)))
+    lo, hi = np.quantile(ex82_dist, [max(0.0, q - s), min(1.0, q + s)])
+    ex82_se.append(float(hi - lo) / 2)
+ex82_ci, ex82_se = tuple(ex82_ci), tuple(ex82_se)
+ex82_b_needed = math.ceil(ex82_B * (ex82_se[0] / 0.0001) ** 2)
+print(f"95% CI [{ex82_ci[0]:+.5f}, {ex82_ci[1]:+.5f}], endpoint SEs {ex82_se[0]:.5f} / {ex82_se[1]:.5f}; "
+      f"an SE of 0.0001 needs about {ex82_b_needed:,} resamples")
+
+# %% tags=["check"]
+import math
+
+import numpy as np
+
+from negolib.exercises import expect
+from negolib.stats import summarize
+
+ex82_ci, ex82_se, ex82_b_needed = expect(globals(), "ex82_ci", "ex82_se", "ex82_b_needed", exercise="8.2")
+ex82_s = summarize(ex82_dist)
+assert np.allclose(ex82_ci, (ex82_s.ci_low, ex82_s.ci_high), atol=1e-12), \
+    "exercise 8.2: the interval is the 2.5 and 97.5 percentiles (numpy's default linear quantiles)"
+assert np.allclose(ex82_se, (ex82_s.se_low, ex82_s.se_high), atol=1e-12), \
+    (f"exercise 8.2: endpoint SEs {np.round(ex82_se, 6).tolist()} are not summarize's "
+     f"({ex82_s.se_low:.6f}, {ex82_s.se_high:.6f}): half the gap between the quantiles at q -+ sqrt(q(1-q)/B)")
+ex82_lows = [np.quantile(np.random.default_rng(100 + i).normal(0.021, 0.011, 10_000), 0.025) for i in range(200)]
+assert 0.7 < np.std(ex82_lows, ddof=1) / ex82_se[0] < 1.3, \
+    "exercise 8.2: the lower endpoint's SE should match its spread over fresh draws"
+ex82_b = 10_000 * (ex82_s.se_low / 0.0001) ** 2
+assert isinstance(ex82_b_needed, int) and abs(ex82_b_needed - ex82_b) <= 1, \
+    (f"exercise 8.2: about {math.ceil(ex82_b):,} resamples, not {ex82_b_needed}: B grows with the square of "
+     "SE / 0.0001")
+print("exercise 8.2: correct")
