@@ -118,3 +118,104 @@ display(B.save_table(fixed_openings_table(fixed_opening_contrasts(R.an, P, fixed
 
 # %%
 display(B.save_table(seeds_scaffold_table(seeds_scaffold_arms(P, R.arms), R.est)))
+
+# %% [markdown]
+# ## Exercises
+# Each exercise is a task (the markdown), sometimes given material (a cell tagged `exercise`), a
+# solution (tagged `solution`) and a check (tagged `check`). In the book the solutions run and the
+# checks pass; in the course handout (`python -m negolib book handout`) every solution is replaced by
+# `...  # your code here` and its check fails, with a message saying what is missing, until you
+# answer. Each exercise runs on its own: you need none of the cells above it.
+#
+# ### Exercise 9.1: Pareto-optimal contracts and the Nash point by hand
+# Below, the eight complete contracts of a small scenario as (seller U~, buyer U~) pairs, and the
+# disagreement point (the two reservation values). Say which contracts are Pareto-optimal,
+# `ex91_pareto` (a set of indices: no other contract is at least as good for both parties and better
+# for one), and which contract is the Nash bargaining solution among them, `ex91_nash` (an index: the
+# largest product of the two parties' gains over the disagreement point, among contracts that give
+# both a positive gain). A good answer matches `negolib.efficiency` (`pareto_indices`, and
+# `nash_point` of the frontier the contracts span), notes that the buyer's favourite Pareto-optimal
+# contract cannot be the Nash point here, and says why two contracts of equal joint welfare need not
+# tie for it.
+
+# %% tags=["exercise"]
+import numpy as np
+
+ex91_contracts = np.array([(0.80, 0.20), (0.70, 0.35), (0.60, 0.30), (0.55, 0.50), (0.40, 0.55), (0.35, 0.45),
+                           (0.20, 0.70), (0.70, 0.20)])  # (seller U~, buyer U~) of each contract
+ex91_d = np.array([0.25, 0.15])  # the disagreement point: (seller's, buyer's) reservation value
+
+# %% tags=["solution"]
+# Exercise 9.1: the Pareto-optimal contracts, and the Nash bargaining solution among them.
+ex91_pareto = {i for i, (s, b) in enumerate(ex91_contracts)
+               if not any(s2 >= s and b2 >= b and (s2 > s or b2 > b) for s2, b2 in ex91_contracts)}
+ex91_gains = {i: (ex91_contracts[i] - ex91_d) for i in ex91_pareto}
+ex91_nash = max((i for i, g in ex91_gains.items() if (g > 0).all()), key=lambda i: ex91_gains[i].prod())
+print(f"Pareto-optimal: {sorted(ex91_pareto)}; Nash: contract {ex91_nash} {tuple(ex91_contracts[ex91_nash].tolist())}")
+
+# %% tags=["check"]
+import numpy as np
+
+from negolib.efficiency import frontier_from_sets, nash_point, pareto_indices
+from negolib.exercises import expect
+
+ex91_pareto, ex91_nash = expect(globals(), "ex91_pareto", "ex91_nash", exercise="9.1")
+ex91_true = {int(i) for i in pareto_indices(ex91_contracts)}
+assert {int(i) for i in ex91_pareto} == ex91_true, \
+    (f"exercise 9.1: the Pareto-optimal contracts are not {sorted(ex91_pareto)}: a contract is dominated when "
+     "another is at least as good for both parties and better for one")
+ex91_point = nash_point(frontier_from_sets([ex91_contracts], np.zeros((0, 2))), ex91_d)
+assert np.allclose(ex91_contracts[int(ex91_nash)], ex91_point), \
+    (f"exercise 9.1: contract {ex91_nash} is not the Nash point: maximise (s - d_s)(b - d_b) over contracts where "
+     "both gains are positive")
+print("exercise 9.1: correct")
+
+# %% [markdown]
+# ### Exercise 9.2: matched steps are not matched compute
+# Below, the training logs of a small (134.5M parameters) and a large (361.8M) model: per GRPO step,
+# the tokens the policy generated and the tokens the update trained on. With the per-step FLOPs of
+# App. I, C = 2 N D_gen + 6 N D_train, compute the large model's cumulative training FLOPs at its read
+# after 4 steps, `ex92_budget`, and the first step at which the small model's cumulative FLOPs reach
+# that budget, `ex92_small_step` (an int). A good answer sums the per-step FLOPs from each log (the
+# token counts differ step to step), matches `negolib.training.flops.flops_from_log`, and says why
+# comparing the two sizes at the same step count flatters the large one.
+
+# %% tags=["exercise"]
+import numpy as np
+
+ex92_rng = np.random.default_rng(9)
+ex92_n = {"small": 134.5e6, "large": 361.8e6}
+ex92_logs = {size: [{"step": s, "tokens_generated": int(ex92_rng.integers(4_000, 6_000)),
+                     "tokens_trained": int(ex92_rng.integers(15_000, 21_000))} for s in range(1, 17)]
+             for size in ("small", "large")}
+ex92_logs["large"][:2]
+
+# %% tags=["solution"]
+# Exercise 9.2: the large model's FLOPs at step 4, and the small model's step that matches them.
+def ex92_cumulative(size: str) -> list[float]:
+    total, out = 0.0, []
+    for row in ex92_logs[size]:
+        total += 2 * ex92_n[size] * row["tokens_generated"] + 6 * ex92_n[size] * row["tokens_trained"]
+        out.append(total)
+    return out
+
+
+ex92_budget = ex92_cumulative("large")[3]  # after step 4
+ex92_small_step = next(i + 1 for i, c in enumerate(ex92_cumulative("small")) if c >= ex92_budget)
+print(f"large model, 4 steps: {ex92_budget:.3e} FLOPs; the small model reaches them at step {ex92_small_step}")
+
+# %% tags=["check"]
+from negolib.exercises import expect
+from negolib.training.flops import flops_from_log
+
+ex92_budget, ex92_small_step = expect(globals(), "ex92_budget", "ex92_small_step", exercise="9.2")
+ex92_large_cum = flops_from_log(ex92_logs["large"], ex92_n["large"])
+ex92_small_cum = flops_from_log(ex92_logs["small"], ex92_n["small"])
+assert abs(ex92_budget - ex92_large_cum[3]["cum_flops"]) < 1e-6 * ex92_budget, \
+    (f"exercise 9.2: {ex92_budget:.4e} is not the large model's cumulative FLOPs after 4 steps "
+     f"({ex92_large_cum[3]['cum_flops']:.4e}): sum 2 N D_gen + 6 N D_train over steps 1-4")
+ex92_first = next(r["step"] for r in ex92_small_cum if r["cum_flops"] >= ex92_large_cum[3]["cum_flops"])
+assert isinstance(ex92_small_step, int) and ex92_small_step == ex92_first, \
+    f"exercise 9.2: the small model first reaches the budget at step {ex92_first}, not {ex92_small_step}"
+assert ex92_small_step > 4, "exercise 9.2: the small model needs more steps than the large one for the same compute"
+print("exercise 9.2: correct")
