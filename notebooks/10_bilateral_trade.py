@@ -323,7 +323,7 @@ print(f"notebook 10 ran {time.perf_counter() - t_start:.0f} s on profile {P.prof
 # answer. Each exercise runs on its own: you need none of the cells above it.
 #
 # ### Exercise 10.1: the surplus share by hand
-# Below, a linear seller meets a tit-for-tat buyer on 20 scenarios of the $100 tier, and the records'
+# Below, a tit-for-tat seller meets a Boulware buyer on 24 scenarios of the $100 tier, and the records'
 # outcomes have been removed. From the records alone (each holds the scenario's `cost` and `value`
 # and its `turns`: every turn's tool call `action`, or None, and the standing offers after it,
 # `seller_offer` and `buyer_offer`), work out the deal rate `ex101_deal_rate` (the share of episodes
@@ -332,8 +332,9 @@ print(f"notebook 10 ran {time.perf_counter() - t_start:.0f} s on profile {P.prof
 # the share of the available gains from trade realised, `ex101_gains` (the sum of value - cost over
 # deals, over the sum of value - cost over the scenarios with a zone). A good answer reads a deal's
 # price from the standing offer that `accept_offer` closes (the call carries no price), keeps the
-# no-deal episodes out of the surplus share (they are in the deal rate) and matches
-# `negolib.games.bilateral.metrics.tier_metrics` to the last decimal.
+# no-deal episodes out of the surplus share (they are in the deal rate), matches
+# `negolib.games.bilateral.metrics.tier_metrics` to the last decimal, and says what the unrealised
+# gains were lost to (neither agent ever trades below its reservation: look at how those episodes end).
 
 # %% tags=["exercise"]
 from negolib.games.bilateral.play import play_episodes as ex101_play
@@ -341,8 +342,8 @@ from negolib.games.bilateral.scenarios import eval_seeds as ex101_eval_seeds
 from negolib.games.bilateral.scenarios import scenario_set as ex101_scenario_set
 from negolib.games.bilateral.scripted import make_scripted as ex101_make_scripted
 
-ex101_records = ex101_play(ex101_make_scripted("linear", "seller"), ex101_make_scripted("tit_for_tat", "buyer"),
-                           ex101_scenario_set(ex101_eval_seeds(20), tiers=["100"]))
+ex101_records = ex101_play(ex101_make_scripted("tit_for_tat", "seller"), ex101_make_scripted("boulware", "buyer"),
+                           ex101_scenario_set(ex101_eval_seeds(24), tiers=["100"]))
 for r in ex101_records:
     del r["outcome"]  # what you are asked to work out
     last = r["turns"][-1]
@@ -379,8 +380,8 @@ from negolib.games.bilateral.scripted import make_scripted
 
 ex101_deal_rate, ex101_share, ex101_gains = expect(globals(), "ex101_deal_rate", "ex101_share", "ex101_gains",
                                                    exercise="10.1")
-ex101_truth = tier_metrics(play_episodes(make_scripted("linear", "seller"), make_scripted("tit_for_tat", "buyer"),
-                                         scenario_set(eval_seeds(20), tiers=["100"]))).iloc[0]
+ex101_truth = tier_metrics(play_episodes(make_scripted("tit_for_tat", "seller"), make_scripted("boulware", "buyer"),
+                                         scenario_set(eval_seeds(24), tiers=["100"]))).iloc[0]
 assert abs(ex101_deal_rate - ex101_truth["deal_rate"]) < 1e-9, \
     f"exercise 10.1: deal rate {ex101_deal_rate:.4f} is wrong (a deal ends with an accept_offer call)"
 assert abs(ex101_share - ex101_truth["deal_rate"] * ex101_truth["surplus_share"]) > 1e-6, \
