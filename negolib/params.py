@@ -30,7 +30,7 @@ import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.scripted import STRATEGIES, strategy_param_problems
@@ -324,6 +324,12 @@ class BilateralGameParams:
     sft: GameSFT = field(default_factory=GameSFT)
     grpo: dict[str, Any] = field(default_factory=dict)
 
+    # how the loader checks the section (:func:`_check_game`): the fewest tournament agents, the opponent's names
+    # (None: any agent the game builds; else its scripted buyers, named in the error), the evaluation's strata
+    min_agents: ClassVar[int] = 2
+    opponent_buyers: ClassVar[str | None] = None
+    strata: ClassVar[str] = "tier"
+
 
 @dataclass(frozen=True)
 class MultiProductGameParams:
@@ -338,6 +344,10 @@ class MultiProductGameParams:
     lm: GameLM
     train: bool = True
     grpo: dict[str, Any] = field(default_factory=dict)
+
+    min_agents: ClassVar[int] = 1  # see BilateralGameParams
+    opponent_buyers: ClassVar[str | None] = "pool, picky"
+    strata: ClassVar[str] = "market"
 
 
 @dataclass(frozen=True)
@@ -354,6 +364,10 @@ class MultiBuyerGameParams:
     lm: GameLM
     train: bool = True
     grpo: dict[str, Any] = field(default_factory=dict)
+
+    min_agents: ClassVar[int] = 1  # see BilateralGameParams
+    opponent_buyers: ClassVar[str | None] = "pool, or a style"
+    strata: ClassVar[str] = "market"
 
 
 @dataclass(frozen=True)
@@ -832,15 +846,22 @@ def _game_agent_problem(name: str) -> str | None:
 
 
 def _check_games(p: Params) -> None:
-    """The ``games`` section: tournament agents named once each, in a form a game builds; positive seed
-    counts; a local ``hf`` base model for a game's language-model training."""
-    src, g = p.source, p.games.bilateral
-    if g is None:
-        return
-    where = "games.bilateral"
+    """The ``games`` sections, each by :func:`_check_game` (bilateral, then multi_buyer, then multi_product)."""
+    for name in ("bilateral", "multi_buyer", "multi_product"):
+        section = getattr(p.games, name)
+        if section is not None:
+            _check_game(p.source, f"games.{name}", section)
+
+
+def _check_game(src: str, where: str, g: Any) -> None:
+    """One ``games`` section, by its dataclass's class-level rules (``min_agents``, ``opponent_buyers``,
+    ``strata``): tournament agents named once each, in a form a game builds; seed counts in range; an ``sft`` part
+    (where the section has one) in range; a local ``hf`` base model for the game's language-model training; the
+    opponent in the allowed form; evaluation strata named once each."""
     t = g.tournament
-    if len(t.agents) < 2:
-        raise ValidationError(src, f"{where}.tournament.agents", f"needs at least two agents, got {t.agents}")
+    if len(t.agents) < g.min_agents:
+        raise ValidationError(src, f"{where}.tournament.agents", "needs at least one seller" if g.min_agents == 1
+                              else f"needs at least two agents, got {t.agents}")
     _unique(t.agents, src, f"{where}.tournament.agents")
     for i, name in enumerate(t.agents):
         problem = _game_agent_problem(name)
@@ -849,86 +870,27 @@ def _check_games(p: Params) -> None:
     if not 1 <= t.seeds_per_tier <= 1000:
         raise ValidationError(src, f"{where}.tournament.seeds_per_tier", f"must be in 1..1000, got {t.seeds_per_tier}")
     _positive(t.agent_seed, src, f"{where}.tournament.agent_seed", 0)
-    if g.sft.max_examples is not None and g.sft.max_examples < 1:
-        raise ValidationError(src, f"{where}.sft.max_examples",
-                              f"must be >= 1 (or null: all), got {g.sft.max_examples}")
-    if not (math.isfinite(g.sft.min_share) and 0 <= g.sft.min_share <= 1):
-        raise ValidationError(src, f"{where}.sft.min_share", f"must be in [0, 1], got {g.sft.min_share}")
+    sft = getattr(g, "sft", None)
+    if sft is not None and sft.max_examples is not None and sft.max_examples < 1:
+        raise ValidationError(src, f"{where}.sft.max_examples", f"must be >= 1 (or null: all), got {sft.max_examples}")
+    if sft is not None and not (math.isfinite(sft.min_share) and 0 <= sft.min_share <= 1):
+        raise ValidationError(src, f"{where}.sft.min_share", f"must be in [0, 1], got {sft.min_share}")
     if g.lm.base.backend != "hf":
         raise ValidationError(src, f"{where}.lm.base.backend", f"must be 'hf' (a local model the game trains), "
                               f"got {g.lm.base.backend!r}")
-    problem = _game_agent_problem(g.lm.opponent)
-    if problem:
-        raise ValidationError(src, f"{where}.lm.opponent", problem)
-    if not 1 <= g.lm.eval_seeds_per_tier <= 1000:
-        raise ValidationError(src, f"{where}.lm.eval_seeds_per_tier",
-                              f"must be in 1..1000, got {g.lm.eval_seeds_per_tier}")
-    if g.lm.eval_tiers == []:
-        raise ValidationError(src, f"{where}.lm.eval_tiers", "is empty; omit the key (or write null) for every tier")
-    _unique(g.lm.eval_tiers or [], src, f"{where}.lm.eval_tiers")
-
-
-def _check_multi_product(p: Params) -> None:
-    """The ``games.multi_product`` section: scripted or language-model sellers named once each, seed counts in
-    range, a local ``hf`` base model, a plain buyer-agent name as the opponent, markets named once each."""
-    src, g = p.source, p.games.multi_product
-    if g is None:
-        return
-    where = "games.multi_product"
-    t = g.tournament
-    if not t.agents:
-        raise ValidationError(src, f"{where}.tournament.agents", "needs at least one seller")
-    _unique(t.agents, src, f"{where}.tournament.agents")
-    for i, name in enumerate(t.agents):
-        problem = _game_agent_problem(name)
+    if g.opponent_buyers is None:
+        problem = _game_agent_problem(g.lm.opponent)
         if problem:
-            raise ValidationError(src, f"{where}.tournament.agents[{i}]", problem)
-    if not 1 <= t.seeds_per_tier <= 1000:
-        raise ValidationError(src, f"{where}.tournament.seeds_per_tier", f"must be in 1..1000, got {t.seeds_per_tier}")
-    _positive(t.agent_seed, src, f"{where}.tournament.agent_seed", 0)
-    if g.lm.base.backend != "hf":
-        raise ValidationError(src, f"{where}.lm.base.backend", f"must be 'hf' (a local model the game trains), "
-                              f"got {g.lm.base.backend!r}")
-    if ":" in g.lm.opponent or _game_agent_problem(g.lm.opponent):
-        raise ValidationError(src, f"{where}.lm.opponent", f"must name the game's scripted buyers (pool, picky), "
-                              f"got {g.lm.opponent!r}")
+            raise ValidationError(src, f"{where}.lm.opponent", problem)
+    elif ":" in g.lm.opponent or _game_agent_problem(g.lm.opponent):
+        raise ValidationError(src, f"{where}.lm.opponent", f"must name the game's scripted buyers "
+                              f"({g.opponent_buyers}), got {g.lm.opponent!r}")
     if not 1 <= g.lm.eval_seeds_per_tier <= 1000:
         raise ValidationError(src, f"{where}.lm.eval_seeds_per_tier",
                               f"must be in 1..1000, got {g.lm.eval_seeds_per_tier}")
     if g.lm.eval_tiers == []:
-        raise ValidationError(src, f"{where}.lm.eval_tiers", "is empty; omit the key (or write null) for every market")
-    _unique(g.lm.eval_tiers or [], src, f"{where}.lm.eval_tiers")
-
-
-def _check_multi_buyer(p: Params) -> None:
-    """The ``games.multi_buyer`` section: sellers named once each in a form the game builds, seed counts in range, a
-    local ``hf`` base model, a plain buyer-role name as the opponent, markets named once each."""
-    src, g = p.source, p.games.multi_buyer
-    if g is None:
-        return
-    where = "games.multi_buyer"
-    t = g.tournament
-    if not t.agents:
-        raise ValidationError(src, f"{where}.tournament.agents", "needs at least one seller")
-    _unique(t.agents, src, f"{where}.tournament.agents")
-    for i, name in enumerate(t.agents):
-        problem = _game_agent_problem(name)
-        if problem:
-            raise ValidationError(src, f"{where}.tournament.agents[{i}]", problem)
-    if not 1 <= t.seeds_per_tier <= 1000:
-        raise ValidationError(src, f"{where}.tournament.seeds_per_tier", f"must be in 1..1000, got {t.seeds_per_tier}")
-    _positive(t.agent_seed, src, f"{where}.tournament.agent_seed", 0)
-    if g.lm.base.backend != "hf":
-        raise ValidationError(src, f"{where}.lm.base.backend", f"must be 'hf' (a local model the game trains), "
-                              f"got {g.lm.base.backend!r}")
-    if ":" in g.lm.opponent or _game_agent_problem(g.lm.opponent):
-        raise ValidationError(src, f"{where}.lm.opponent", f"must name the game's scripted buyers (pool, or a style), "
-                              f"got {g.lm.opponent!r}")
-    if not 1 <= g.lm.eval_seeds_per_tier <= 1000:
-        raise ValidationError(src, f"{where}.lm.eval_seeds_per_tier",
-                              f"must be in 1..1000, got {g.lm.eval_seeds_per_tier}")
-    if g.lm.eval_tiers == []:
-        raise ValidationError(src, f"{where}.lm.eval_tiers", "is empty; omit the key (or write null) for every market")
+        raise ValidationError(src, f"{where}.lm.eval_tiers",
+                              f"is empty; omit the key (or write null) for every {g.strata}")
     _unique(g.lm.eval_tiers or [], src, f"{where}.lm.eval_tiers")
 
 
@@ -1095,8 +1057,6 @@ def parse_params(data: Any, source: str = "<dict>", root: str | Path = ".") -> P
     _cross_check(p)
     _check_training(p)
     _check_games(p)
-    _check_multi_buyer(p)
-    _check_multi_product(p)
     return p
 
 

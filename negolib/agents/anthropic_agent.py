@@ -59,9 +59,12 @@ class AnthropicAgent(ApiAgent):
         return anthropic.AsyncAnthropic(api_key=api_key, base_url=self.base_url, max_retries=0,
                                         timeout=self.retry.timeout_s)
 
-    async def request(self, client: Any, messages: Messages, params: dict[str, Any]) -> Completion:
-        system, turns = to_messages_api(messages)
-        kw: dict[str, Any] = {"max_tokens": params["max_tokens"]}
+    async def send(self, client: Any, system: str | None, turns: list[dict[str, Any]], params: dict[str, Any],
+                   **kw: Any) -> tuple[Any, Any]:
+        """One Messages API request (``max_tokens`` named, the other parameters in the body's extras: recent SDKs
+        dropped them; ``kw``: more named arguments, e.g. ``tools``): (response, its content blocks);
+        ``InvalidResponse`` without content."""
+        kw = {"max_tokens": params["max_tokens"], **kw}
         if system:
             kw["system"] = system
         extra = {k: v for k, v in params.items() if k != "max_tokens"}  # recent SDKs dropped these
@@ -69,10 +72,19 @@ class AnthropicAgent(ApiAgent):
         blocks = getattr(resp, "content", None)
         if blocks is None:
             raise InvalidResponse("response has no content")
-        text = "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", None) == "text")
+        return resp, blocks
+
+    @staticmethod
+    def completion(resp: Any, text: str) -> Completion:
+        """The :class:`Completion` of a response whose text is ``text``: the token usage and the stop reason."""
         usage = getattr(resp, "usage", None)
         return Completion(text, int(getattr(usage, "input_tokens", 0) or 0),
                           int(getattr(usage, "output_tokens", 0) or 0), getattr(resp, "stop_reason", None))
+
+    async def request(self, client: Any, messages: Messages, params: dict[str, Any]) -> Completion:
+        resp, blocks = await self.send(client, *to_messages_api(messages), params)
+        return self.completion(resp, "".join(getattr(b, "text", "") for b in blocks
+                                             if getattr(b, "type", None) == "text"))
 
 
 __all__ = ["AnthropicAgent", "to_messages_api"]

@@ -54,11 +54,14 @@ class OpenAIAgent(ApiAgent):
         return openai.AsyncOpenAI(api_key=api_key, base_url=self.base_url, max_retries=0,
                                   timeout=self.retry.timeout_s)
 
-    async def request(self, client: Any, messages: Messages, params: dict[str, Any]) -> Completion:
+    async def send(self, client: Any, messages: Any, params: dict[str, Any], **kw: Any) -> tuple[Any, Any, Any]:
+        """One chat-completions request (``params`` past the SDK's named arguments go in the body's extras; ``kw``:
+        more named arguments, e.g. ``tools``): (response, its first choice, that choice's message);
+        ``InvalidResponse`` without them."""
         extra = {k: params[k] for k in self.extra_body_params if k in params}
-        kw = {k: v for k, v in params.items() if k not in self.extra_body_params}
+        named = {k: v for k, v in params.items() if k not in self.extra_body_params}
         resp = await client.chat.completions.create(model=self.model, messages=messages,
-                                                    extra_body=extra or None, **kw)
+                                                    extra_body=extra or None, **named, **kw)
         choices = getattr(resp, "choices", None)
         if not choices:
             raise InvalidResponse("response has no choices")
@@ -66,9 +69,17 @@ class OpenAIAgent(ApiAgent):
         msg = getattr(choice, "message", None)
         if msg is None:
             raise InvalidResponse("response choice has no message")
+        return resp, choice, msg
+
+    @staticmethod
+    def completion(resp: Any, choice: Any, msg: Any) -> Completion:
+        """The :class:`Completion` of a response: the message's text, the token usage, the finish reason."""
         usage = getattr(resp, "usage", None)
         return Completion(msg.content or "", int(getattr(usage, "prompt_tokens", 0) or 0),
                           int(getattr(usage, "completion_tokens", 0) or 0), getattr(choice, "finish_reason", None))
+
+    async def request(self, client: Any, messages: Messages, params: dict[str, Any]) -> Completion:
+        return self.completion(*await self.send(client, messages, params))
 
 
 __all__ = ["OpenAIAgent"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from negolib.agents.anthropic_agent import OPENING_USER_TEXT, AnthropicAgent
-from negolib.agents.api_agent import ChatJob, Completion, InvalidResponse, RetryPolicy
+from negolib.agents.api_agent import ChatJob, Completion, RetryPolicy
 from negolib.agents.base import Agent, AgentReply
 from negolib.agents.hf_agent import DEFAULT_PROMPT_CAP, HFAgent, PromptTruncationWarning
 from negolib.agents.openai_agent import OpenAIAgent
@@ -42,36 +42,51 @@ Chat = list[dict[str, Any]]
 
 # -- bad-parse accounting ---------------------------------------------------------------------------------------
 @dataclass
-class ToolCallStats:
-    """How an agent's turns parsed, counted as the episode counts them (an accept with no standing offer is a bad
-    parse); ``failed`` replies carried an error and were not played."""
+class TurnStats:
+    """An agent's turn accounting, counted as the episode counts turns: ``turns`` played, ``bad_parses`` among them
+    (turns without effect), ``failed`` replies (an error: not played), prompts over the cap. Subclasses count
+    the rest in :meth:`count`."""
 
     turns: int = 0
-    calls: int = 0
-    prose_only: int = 0
     bad_parses: int = 0
-    invalid_accepts: int = 0
-    double_calls: int = 0
     failed: int = 0
     prompts_capped: int = 0
 
-    def add(self, view: BargainView, reply: AgentReply) -> str | None:
-        """Count ``reply`` to ``view``; returns why its call had no effect (None: a valid call or prose only)."""
+    def add(self, view: Any, reply: AgentReply) -> str | None:
+        """Count ``reply`` to ``view``; returns why it had no effect (None: a valid turn, or a failed reply)."""
         if reply.error is not None:
             self.failed += 1
             return None
         self.turns += 1
+        error = self.count(view, reply)
+        self.bad_parses += error is not None
+        return error
+
+    def count(self, view: Any, reply: AgentReply) -> str | None:
+        """Count a played reply's kind; why it had no effect (None: it had)."""
+        raise NotImplementedError
+
+
+@dataclass
+class ToolCallStats(TurnStats):
+    """How a bargainer's turns parsed, counted as the episode counts them (an accept with no standing offer is a
+    bad parse): ``calls`` (valid), ``prose_only``, ``invalid_accepts``, ``double_calls``."""
+
+    calls: int = 0
+    prose_only: int = 0
+    invalid_accepts: int = 0
+    double_calls: int = 0
+
+    def count(self, view: BargainView, reply: AgentReply) -> str | None:
         parsed = parse_turn(reply_turn(reply))
         self.double_calls += parsed.n_calls > 1
         error = parsed.error
         if parsed.action is not None and parsed.action.tool == ACCEPT_OFFER and view.their_offer is None:
             self.invalid_accepts += 1
             error = INVALID_ACCEPT_ERROR
-        if error is not None:
-            self.bad_parses += 1
-        elif parsed.action is None:
+        if error is None and parsed.action is None:
             self.prose_only += 1
-        else:
+        elif error is None:
             self.calls += 1
         return error
 
@@ -272,6 +287,25 @@ def anthropic_call(block: Any) -> dict[str, Any]:
             "input": _field(block, "input")}
 
 
+async def openai_tool_request(agent: OpenAIAgent, client: Any, messages: Any, params: dict[str, Any],
+                              tools: list[dict[str, Any]]) -> Completion:
+    """One OpenAI request of a tool chat with ``tools`` (function tools); its calls land in ``messages.calls``."""
+    resp, choice, msg = await agent.send(client, openai_messages(messages), params, tools=tools)
+    if isinstance(messages, ToolChat):
+        messages.calls = [openai_call(c) for c in (getattr(msg, "tool_calls", None) or ())]
+    return agent.completion(resp, choice, msg)
+
+
+async def anthropic_tool_request(agent: AnthropicAgent, client: Any, messages: Any, params: dict[str, Any],
+                                 tools: list[dict[str, Any]]) -> Completion:
+    """One Anthropic request of a tool chat with ``tools``; its ``tool_use`` blocks land in ``messages.calls``."""
+    resp, blocks = await agent.send(client, *anthropic_messages(messages), params, tools=tools)
+    text = "\n".join(_field(b, "text") or "" for b in blocks if _field(b, "type") == "text")
+    if isinstance(messages, ToolChat):
+        messages.calls = [anthropic_call(b) for b in blocks if _field(b, "type") == "tool_use"]
+    return agent.completion(resp, text)
+
+
 class _ToolCalling:
     """The bargaining side of an API agent: renders views as tool chats and hands the calls over."""
 
@@ -312,42 +346,14 @@ class OpenAIBargainer(_ToolCalling, OpenAIAgent):
     """A bargainer behind any OpenAI-compatible chat-completions endpoint, with ``tools=`` (function tools)."""
 
     async def request(self, client: Any, messages: Any, params: dict[str, Any]) -> Completion:
-        extra = {k: params[k] for k in self.extra_body_params if k in params}
-        kw = {k: v for k, v in params.items() if k not in self.extra_body_params}
-        resp = await client.chat.completions.create(model=self.model, messages=openai_messages(messages),
-                                                    tools=openai_tools(), extra_body=extra or None, **kw)
-        choices = getattr(resp, "choices", None)
-        if not choices:
-            raise InvalidResponse("response has no choices")
-        msg = getattr(choices[0], "message", None)
-        if msg is None:
-            raise InvalidResponse("response choice has no message")
-        usage = getattr(resp, "usage", None)
-        if isinstance(messages, ToolChat):
-            messages.calls = [openai_call(c) for c in (getattr(msg, "tool_calls", None) or ())]
-        return Completion(msg.content or "", int(getattr(usage, "prompt_tokens", 0) or 0),
-                          int(getattr(usage, "completion_tokens", 0) or 0), getattr(choices[0], "finish_reason", None))
+        return await openai_tool_request(self, client, messages, params, openai_tools())
 
 
 class AnthropicBargainer(_ToolCalling, AnthropicAgent):
     """A bargainer behind the Anthropic Messages API, with ``tools=`` (``tool_use`` blocks)."""
 
     async def request(self, client: Any, messages: Any, params: dict[str, Any]) -> Completion:
-        system, turns = anthropic_messages(messages)
-        kw: dict[str, Any] = {"max_tokens": params["max_tokens"], "tools": anthropic_tools()}
-        if system:
-            kw["system"] = system
-        extra = {k: v for k, v in params.items() if k != "max_tokens"}  # recent SDKs dropped these
-        resp = await client.messages.create(model=self.model, messages=turns, extra_body=extra or None, **kw)
-        blocks = getattr(resp, "content", None)
-        if blocks is None:
-            raise InvalidResponse("response has no content")
-        text = "\n".join(_field(b, "text") or "" for b in blocks if _field(b, "type") == "text")
-        usage = getattr(resp, "usage", None)
-        if isinstance(messages, ToolChat):
-            messages.calls = [anthropic_call(b) for b in blocks if _field(b, "type") == "tool_use"]
-        return Completion(text, int(getattr(usage, "input_tokens", 0) or 0),
-                          int(getattr(usage, "output_tokens", 0) or 0), getattr(resp, "stop_reason", None))
+        return await anthropic_tool_request(self, client, messages, params, anthropic_tools())
 
 
 # -- agents by name ---------------------------------------------------------------------------------------------
@@ -419,5 +425,5 @@ class LMAgents:
 
 
 __all__ = ["AnthropicBargainer", "HFBargainer", "LMAgents", "LMOptions", "LM_FORMS", "OpenAIBargainer",
-           "ToolCallStats", "ToolChat", "anthropic_messages", "openai_messages", "render_prompt", "split_name",
-           "template_supports_tools"]
+           "ToolCallStats", "ToolChat", "TurnStats", "anthropic_messages", "anthropic_tool_request", "openai_messages",
+           "openai_tool_request", "render_prompt", "split_name", "template_supports_tools"]

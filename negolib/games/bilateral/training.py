@@ -17,22 +17,19 @@ IR violations 0 -> 5 -> 8; the SFT model writes valid calls but names prices it 
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from negolib.agents.base import AgentReply
-from negolib.games.bilateral.agents import LMOptions
+from negolib.games import training as shared
 from negolib.games.bilateral.env import BilateralConfig, Episode, Role
 from negolib.games.bilateral.game import BilateralGame
 from negolib.games.bilateral.metrics import outcomes_frame
-from negolib.games.bilateral.play import reply_turn
 from negolib.games.bilateral.prompts import chat_messages
 from negolib.games.bilateral.protocol import StructuredTurn
 from negolib.games.bilateral.scenarios import (
@@ -46,14 +43,16 @@ from negolib.games.bilateral.scenarios import (
 )
 from negolib.games.bilateral.scripted import make_scripted
 from negolib.sampling import SamplingConfig
-from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
-from negolib.training.grpo import TrainingTask, TrainResult, train
+from negolib.training.grpo import TrainingTask, TrainResult
 from negolib.training.rollout import EpisodeFactory
 
 MATCHES_FILE = "matches.jsonl"  # the tournament's episode file (the games layer does not import the tournament)
 Chat = list[dict[str, str]]
+EVAL_OFFSET = shared.EVAL_OFFSET
+TrainingOutcome = shared.TrainingOutcome
+scenario_items = shared.scenario_items
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,7 +61,7 @@ Chat = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
-class RewardConfig:
+class RewardConfig(shared.Penalties):
     """The training reward of the policy's role (ours, the paper's Eq. 1 carried over to this game).
 
     ``r = payoff - no_deal_penalty [no deal and a zone] - ir(deal) - format_penalty bad/turns``, ``payoff`` being the
@@ -77,12 +76,6 @@ class RewardConfig:
     no_deal_penalty: float = 0.3  # lambda: a no deal with a non-empty zone; the driver's floor; the base IR cost
     ir_penalty: float = 0.3  # the extra cost of a deal past the own reservation, at 100% of it (graded linearly)
     format_penalty: float = 0.05  # times the fraction of the policy's turns that were bad parses
-
-    def __post_init__(self) -> None:
-        for name in ("no_deal_penalty", "ir_penalty", "format_penalty"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"RewardConfig.{name} must be a finite number >= 0, got {value!r}")
 
 
 def role_payoff(record: Mapping[str, Any], role: Role) -> float:
@@ -110,65 +103,27 @@ def reward_of(record: Mapping[str, Any], role: Role = "seller", config: RewardCo
     return float(r)
 
 
-@dataclass(frozen=True)
-class TrainingOutcome:
-    """A finished episode as the update reads it (:class:`negolib.training.rollout.EpisodeOutcome`)."""
-
-    deal: bool
-    reward: float
-    score: float  # the game's payoff of the policy's role
-    turns: int
-
-
-class TrainingEpisode:
+class TrainingEpisode(shared.GameTrainingEpisode):
     """A bilateral :class:`~.env.Episode` as a :class:`negolib.training.rollout.TrainableEpisode`: the policy plays
     ``role``; the reward is :func:`reward_of`, the score the game's payoff; a bad parse is a turn whose call had
     no effect (the protocol's bad parses and invalid accepts; a prose-only turn is not one)."""
 
+    floor_penalty = "no_deal_penalty"
+
     def __init__(self, episode: Episode, role: Role = "seller", reward: RewardConfig | None = None) -> None:
-        self.episode, self.role, self.reward_config = episode, role, reward or RewardConfig()
-        self.episode_id = episode.episode_id
-        self._outcome: TrainingOutcome | None = None
+        super().__init__(episode, reward or RewardConfig())
+        self.role = role
 
-    @property
-    def to_move(self) -> str:
-        return self.episode.to_move
-
-    @property
-    def done(self) -> bool:
-        return self.episode.done
-
-    @property
-    def turns(self) -> Sequence[Any]:
-        return self.episode.turns
-
-    @property
-    def outcome(self) -> TrainingOutcome | None:
-        if self._outcome is None and self.episode.outcome is not None:
-            rec = self.episode.record()
-            self._outcome = TrainingOutcome(bool(rec["outcome"]["deal"]), reward_of(rec, self.role, self.reward_config),
-                                            role_payoff(rec, self.role), int(rec["outcome"]["turns"]))
-        return self._outcome
-
-    @property
-    def no_deal_floor(self) -> float:
-        return -self.reward_config.no_deal_penalty
+    def training_outcome(self, record: dict[str, Any]) -> TrainingOutcome:
+        return TrainingOutcome(bool(record["outcome"]["deal"]), reward_of(record, self.role, self.reward_config),
+                               role_payoff(record, self.role), int(record["outcome"]["turns"]))
 
     def view(self, role: str) -> Any:
         return self.episode.view(role)  # type: ignore[arg-type]
 
-    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any:
-        return self.episode.step(turn, input_tokens, output_tokens, latency_s)
-
-    def opponent_turn(self, reply: AgentReply) -> str | StructuredTurn:
-        return reply_turn(reply)  # a scripted or API opponent's calls travel in extra["tool_calls"]
-
     def bad_parses(self, role: str) -> tuple[int, int]:
         mine = [t for t in self.episode.turns if t.role == role]
         return sum(t.parse_error is not None for t in mine), len(mine)
-
-    def record(self, **key: Any) -> dict[str, Any]:
-        return self.episode.record(**key)
 
 
 def render(view: Any, scaffold: str = "training") -> Chat:
@@ -185,11 +140,6 @@ def episode_factory(config: BilateralConfig | None = None, role: Role = "seller"
         return TrainingEpisode(Episode(item.scenario, cfg, episode_id), role, reward)
 
     return make
-
-
-def scenario_items(scenarios: Iterable[BilateralScenario], opponent: str) -> tuple[ScenarioItem, ...]:
-    """Each scenario played against the agent named ``opponent`` (keys ``tier|seed``)."""
-    return tuple(ScenarioItem(sc, opponent, key=sc.key) for sc in scenarios)
 
 
 def roundtrip_chat(config: BilateralConfig | None = None, role: Role = "seller", turns: int = 5) -> Chat:
@@ -516,43 +466,26 @@ def run_grpo(start_dir: str | Path, out_dir: str | Path, config: BilateralGRPOCo
     :func:`negolib.training.grpo.train` (checkpoints, logs and transcripts as there; the final checkpoint loads as
     ``hf:<checkpoint>``)."""
     c = config or BilateralGRPOConfig()
-    recipe = replace(c.recipe, buyer_mixture={opponent: 1.0})
-    items = scenario_items(scenario_set(train_seeds(c.train_seeds_per_tier, c.train_seed_offset), c.tiers), opponent)
-    validation: tuple[ScenarioItem, ...] = ()
-    if recipe.validate_every and c.validation_seeds_per_tier:
-        validation = scenario_items(scenario_set(validation_seeds(c.validation_seeds_per_tier), c.tiers), opponent)
     game = BilateralGame(c.game)
-    buyer = game.make_agent(opponent, "buyer", recipe.seed)
-    task = training_task(items, validation, c.game, "seller", c.reward)
-    return train(recipe, start_dir, out_dir, buyers={opponent: buyer}, progress=progress, resume=resume,
-                 callbacks=callbacks, task=task)
+    return shared.run_game_grpo(start_dir, out_dir, c.recipe, opponent, lambda seeds: scenario_set(seeds, c.tiers),
+                         train_seeds(c.train_seeds_per_tier, c.train_seed_offset), validation_seeds,
+                         c.validation_seeds_per_tier, lambda name, seed: game.make_agent(name, "buyer", seed),
+                         lambda items, validation: training_task(items, validation, c.game, "seller", c.reward),
+                         progress, resume, callbacks)
 
 
 # ---------------------------------------------------------------------------------------------
 # Evaluating the stages
 # ---------------------------------------------------------------------------------------------
 
-STAGE_COLUMNS = ("kind", "stage", "baseline", "tier", "metric", "estimate", "ci_low", "ci_high", "p_value",
-                 "n_episodes", "n_clusters")
+STAGE_COLUMNS = shared.stage_columns("tier")
 METRICS = ("deal_rate", "surplus_share", "ir_violation_rate", "ir_violations")
-
-
-def _agent_name(spec: str | Path) -> str:
-    """A stage's seller: a model folder becomes ``hf:<folder>``; anything else is an agent name as given."""
-    s = str(spec)
-    return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
-
-
-EVAL_OFFSET = 500
-"""Stage evaluations use the reserved evaluation seeds from 5,000,500 on: a tournament (whose best transcripts
-are the SFT data) plays the block's first seeds, so up to 500 tournament seeds never meet an evaluation scenario."""
+COUNTS = ("ir_violations",)  # totals, without an interval
 
 
 def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
     """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
-    if n_seeds < 1 or offset < 0 or offset + n_seeds > MAX_EVAL_SEEDS:
-        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {MAX_EVAL_SEEDS}; got {n_seeds}, {offset}")
-    return [EVAL_SEED_START + offset + i for i in range(n_seeds)]
+    return shared.stage_seeds(n_seeds, offset, EVAL_SEED_START, MAX_EVAL_SEEDS)
 
 
 def play_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] = ("conceder",), n_seeds: int = 8,
@@ -564,18 +497,14 @@ def play_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] = ("c
     episode, :func:`.metrics.outcomes_frame`'s columns plus ``stage``, ``opponent`` and ``cluster`` (the seed)."""
     if not stages:
         raise ValueError("play_stages: no stages")
-    lm = LMOptions(sampling=replace(sampling or SamplingConfig(max_new_tokens=128), seed=seed), max_batch=max_batch,
-                   prompt_cap=prompt_cap, tool_format="text")
-    game = BilateralGame(config, lm)
+    game = BilateralGame(config, shared.stage_lm(sampling, 128, seed, max_batch, prompt_cap))
     scenarios = scenario_set(stage_seeds(n_seeds, seed_offset), tiers)
-    frames = []
-    for stage, spec in stages.items():
-        seller = game.make_agent(_agent_name(spec), "seller", seed)
-        for opp in opponents:
-            records = game.play(seller, game.make_agent(opp, "buyer", seed), scenarios, seed, progress)
-            df = outcomes_frame(records)
-            frames.append(df.assign(stage=stage, opponent=opp, cluster=df["seed"].astype(str)))
-    return pd.concat(frames, ignore_index=True)
+
+    def frame(records: list[dict[str, Any]], stage: str, opp: str) -> pd.DataFrame:
+        df = outcomes_frame(records)
+        return df.assign(stage=stage, opponent=opp, cluster=df["seed"].astype(str))
+
+    return shared.play_stage_episodes(game, stages, opponents, scenarios, seed, progress, frame)
 
 
 def _terms(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -598,58 +527,8 @@ def stage_table(episodes: pd.DataFrame, stages: Sequence[str] | None = None, n_r
     intervals over seed clusters. ``kind="difference"`` rows: ``stage`` minus ``baseline`` for every later stage
     against every earlier one (in ``stages`` order), on the episodes valid in both (paired by opponent and
     scenario), with paired seed-cluster intervals; all intervals from one :class:`negolib.stats.ClusterResampler`."""
-    order = list(stages) if stages is not None else list(dict.fromkeys(episodes["stage"]))
-    ok = episodes[episodes["valid"].astype(bool)]
-    res = ClusterResampler(np.sort(pd.unique(ok["cluster"].astype(str))), n_resamples, seed)
-    tiers = [t for t in TIERS if t in set(ok["tier"])] + ["all"]
-    key = ["opponent", "scenario_key"]
-    by_stage = {s: ok[ok["stage"] == s].set_index(key) for s in order}
-    one = np.ones(1)
-    rows: list[dict[str, Any]] = []
-    stats: list[RatioStat | None] = []
-
-    def sums(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        pos = res.positions(df["cluster"].astype(str).to_numpy())
-        g = res.n_clusters
-        return {m: (np.bincount(pos, n, g), np.bincount(pos, d, g)) for m, (n, d) in _terms(df).items()}
-
-    def part(df: pd.DataFrame, tier: str) -> pd.DataFrame:
-        return df if tier == "all" else df[df["tier"] == tier]
-
-    for tier in tiers:
-        for s in order:
-            df = part(by_stage[s], tier)
-            for m, (num, den) in sums(df).items():
-                stat = RatioStat(num[:, None], den[:, None], one, 1)
-                rows.append({"kind": "stage", "stage": s, "baseline": "", "tier": tier, "metric": m,
-                             "estimate": float(num.sum()) if m == "ir_violations" else stat.value(),
-                             "n_episodes": len(df), "n_clusters": int(df["cluster"].nunique())})
-                stats.append(None if m == "ir_violations" else stat)
-        for j, s in enumerate(order):
-            for b in order[:j]:
-                common = by_stage[s].index.intersection(by_stage[b].index)
-                a_df, b_df = part(by_stage[s].loc[common], tier), part(by_stage[b].loc[common], tier)
-                sa, sb = sums(a_df), sums(b_df)
-                for m in METRICS:
-                    stat = RatioStat(np.stack([sa[m][0], sb[m][0]], 1), np.stack([sa[m][1], sb[m][1]], 1),
-                                     np.ones(2), 1)
-                    est = float(sa[m][0].sum() - sb[m][0].sum()) if m == "ir_violations" else stat.value()
-                    rows.append({"kind": "difference", "stage": s, "baseline": b, "tier": tier, "metric": m,
-                                 "estimate": est, "n_episodes": len(a_df),
-                                 "n_clusters": int(a_df["cluster"].nunique())})
-                    stats.append(None if m == "ir_violations" else stat)
-    live = [s for s in stats if s is not None]
-    dists = resample_stats(res, live)
-    k = 0
-    for row, stat in zip(rows, stats):
-        if stat is None:
-            row.update(ci_low=math.nan, ci_high=math.nan, p_value=math.nan)
-            continue
-        iv = summarize(dists[:, k], alpha)
-        k += 1
-        p_value = iv.p_value if row["kind"] == "difference" else math.nan
-        row.update(ci_low=iv.ci_low, ci_high=iv.ci_high, p_value=p_value)
-    return pd.DataFrame(rows, columns=list(STAGE_COLUMNS))
+    return shared.stage_table(episodes, _terms, METRICS, "tier", TIERS, ["opponent", "scenario_key"], stages,
+                              n_resamples, seed, alpha, COUNTS, keep_unknown=False)
 
 
 def evaluate_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] = ("conceder",), n_seeds: int = 8,
@@ -663,8 +542,8 @@ def evaluate_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] =
     return stage_table(episodes, list(stages), n_resamples, seed, alpha)
 
 
-__all__ = ["BilateralGRPOConfig", "BilateralSFTConfig", "EVAL_OFFSET", "METRICS", "RewardConfig", "SFTExample",
-           "SFTResult", "STAGE_COLUMNS", "TrainingEpisode", "TrainingOutcome", "default_recipe", "encode_conversation",
-           "episode_factory", "evaluate_stages", "masked_loss", "play_stages", "read_matches", "render", "replay",
-           "reward_of", "role_payoff", "roundtrip_chat", "run_grpo", "run_sft", "scenario_items", "select_best",
-           "seller_chat", "sft_dataset", "stage_seeds", "stage_table", "training_task"]
+__all__ = ["COUNTS", "BilateralGRPOConfig", "BilateralSFTConfig", "EVAL_OFFSET", "METRICS", "RewardConfig",
+           "SFTExample", "SFTResult", "STAGE_COLUMNS", "TrainingEpisode", "TrainingOutcome", "default_recipe",
+           "encode_conversation", "episode_factory", "evaluate_stages", "masked_loss", "play_stages", "read_matches",
+           "render", "replay", "reward_of", "role_payoff", "roundtrip_chat", "run_grpo", "run_sft", "scenario_items",
+           "select_best", "seller_chat", "sft_dataset", "stage_seeds", "stage_table", "training_task"]

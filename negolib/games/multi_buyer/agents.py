@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 from negolib.agents.anthropic_agent import AnthropicAgent
-from negolib.agents.api_agent import ChatJob, Completion, InvalidResponse
+from negolib.agents.api_agent import ChatJob, Completion
 from negolib.agents.base import Agent, AgentReply
 from negolib.agents.openai_agent import OpenAIAgent
 from negolib.games.bilateral.agents import (
@@ -24,10 +24,9 @@ from negolib.games.bilateral.agents import (
     LMAgents,
     LMOptions,
     ToolChat,
-    anthropic_call,
-    anthropic_messages,
-    openai_call,
-    openai_messages,
+    TurnStats,
+    anthropic_tool_request,
+    openai_tool_request,
     render_prompt,
     split_name,
 )
@@ -39,32 +38,6 @@ from negolib.games.toolcalls import reply_turn
 from negolib.sampling import SamplingConfig, derive_seed
 
 Chat = list[dict[str, Any]]
-
-
-@dataclass
-class TurnStats:
-    """A seller's turn accounting, counted as the episode counts turns: ``turns`` played, ``bad_parses`` among them
-    (turns without effect), ``failed`` replies (an error: not played), prompts over the cap. Subclasses count
-    the rest in :meth:`count`."""
-
-    turns: int = 0
-    bad_parses: int = 0
-    failed: int = 0
-    prompts_capped: int = 0
-
-    def add(self, view: Any, reply: AgentReply) -> str | None:
-        """Count ``reply`` to ``view``; returns why it had no effect (None: a valid turn, or a failed reply)."""
-        if reply.error is not None:
-            self.failed += 1
-            return None
-        self.turns += 1
-        error = self.count(view, reply)
-        self.bad_parses += error is not None
-        return error
-
-    def count(self, view: Any, reply: AgentReply) -> str | None:
-        """Count a played reply's kind; why it had no effect (None: it had)."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -214,18 +187,7 @@ class OpenAISeller(_Speaking, OpenAIAgent):
         tools = _tools_of(messages)
         if not tools:
             return await super().request(client, list(messages), params)
-        extra = {k: params[k] for k in self.extra_body_params if k in params}
-        kw = {k: v for k, v in params.items() if k not in self.extra_body_params}
-        resp = await client.chat.completions.create(model=self.model, messages=openai_messages(messages),
-                                                    tools=tools, extra_body=extra or None, **kw)
-        choice = (getattr(resp, "choices", None) or [None])[0]
-        msg = getattr(choice, "message", None)
-        if msg is None:
-            raise InvalidResponse("response has no choice with a message")
-        usage = getattr(resp, "usage", None)
-        messages.calls = [openai_call(c) for c in (getattr(msg, "tool_calls", None) or ())]
-        return Completion(msg.content or "", int(getattr(usage, "prompt_tokens", 0) or 0),
-                          int(getattr(usage, "completion_tokens", 0) or 0), getattr(choice, "finish_reason", None))
+        return await openai_tool_request(self, client, messages, params, tools)
 
 
 class AnthropicSeller(_Speaking, AnthropicAgent):
@@ -235,22 +197,7 @@ class AnthropicSeller(_Speaking, AnthropicAgent):
         tools = _tools_of(messages)
         if not tools:
             return await super().request(client, list(messages), params)
-        system, turns = anthropic_messages(messages)
-        kw: dict[str, Any] = {"max_tokens": params["max_tokens"], "tools": anthropic_tools(tools)}
-        if system:
-            kw["system"] = system
-        extra = {k: v for k, v in params.items() if k != "max_tokens"}  # recent SDKs dropped these
-        resp = await client.messages.create(model=self.model, messages=turns, extra_body=extra or None, **kw)
-        blocks = getattr(resp, "content", None)
-        if blocks is None:
-            raise InvalidResponse("response has no content")
-        kinds = [(b.get("type") if isinstance(b, dict) else getattr(b, "type", None), b) for b in blocks]
-        text = "\n".join((b.get("text") if isinstance(b, dict) else getattr(b, "text", "")) or ""
-                         for k, b in kinds if k == "text")
-        messages.calls = [anthropic_call(b) for k, b in kinds if k == "tool_use"]
-        usage = getattr(resp, "usage", None)
-        return Completion(text, int(getattr(usage, "input_tokens", 0) or 0),
-                          int(getattr(usage, "output_tokens", 0) or 0), getattr(resp, "stop_reason", None))
+        return await anthropic_tool_request(self, client, messages, params, anthropic_tools(tools))
 
 
 # -- sellers by name --------------------------------------------------------------------------------------------

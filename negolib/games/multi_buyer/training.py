@@ -16,7 +16,6 @@ Measured so far only with tiny random models built from a config (the tests, the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,14 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from negolib.agents.base import AgentReply
-from negolib.games.multi_buyer.agents import LMOptions
+from negolib.games import training as shared
 from negolib.games.multi_buyer.buyers import ScriptedBuyers
 from negolib.games.multi_buyer.env import Episode
 from negolib.games.multi_buyer.game import MultiBuyerGame
 from negolib.games.multi_buyer.metrics import outcomes_frame
 from negolib.games.multi_buyer.prompts import chat_messages
-from negolib.games.multi_buyer.protocol import StructuredTurn
 from negolib.games.multi_buyer.scenarios import (
     EVAL_SEED_START,
     MARKETS,
@@ -46,13 +43,14 @@ from negolib.games.multi_buyer.scenarios import (
 from negolib.games.multi_buyer.sellers import make_seller
 from negolib.games.toolcalls import reply_turn
 from negolib.sampling import SamplingConfig
-from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
-from negolib.training.grpo import TrainingTask, TrainResult, train
+from negolib.training.grpo import TrainingTask, TrainResult
 from negolib.training.rollout import EpisodeFactory
 
 Chat = list[dict[str, str]]
+EVAL_OFFSET = shared.EVAL_OFFSET
+TrainingOutcome = shared.TrainingOutcome
 POOL = "pool"
 
 
@@ -83,7 +81,7 @@ def market_scenarios(seeds: Iterable[int], markets: Sequence[str] = TRAIN_MARKET
 
 
 @dataclass(frozen=True)
-class RewardConfig:
+class RewardConfig(shared.Penalties):
     """The training reward of the seller (ours around the source paper's reward).
 
     ``r = normalised surplus - below_cost(sales) - format_penalty bad/turns``: the normalised surplus is the game's
@@ -95,12 +93,6 @@ class RewardConfig:
     below_cost_penalty: float = 0.3
     format_penalty: float = 0.05  # times the fraction of the seller's turns that had no effect
     cut_penalty: float = 0.3  # the driver's floor
-
-    def __post_init__(self) -> None:
-        for name in ("below_cost_penalty", "format_penalty", "cut_penalty"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"RewardConfig.{name} must be a finite number >= 0, got {value!r}")
 
 
 def normalised_surplus(record: Mapping[str, Any]) -> float:
@@ -123,69 +115,24 @@ def reward_of(record: Mapping[str, Any], config: RewardConfig | None = None) -> 
     return float(r)
 
 
-@dataclass(frozen=True)
-class TrainingOutcome:
-    """A finished episode as the update reads it (:class:`negolib.training.rollout.EpisodeOutcome`)."""
-
-    deal: bool
-    reward: float
-    score: float  # the normalised surplus
-    turns: int  # seller turns used
-
-
-class TrainingEpisode:
+class TrainingEpisode(shared.GameTrainingEpisode):
     """A multi-buyer :class:`~.env.Episode` as a :class:`negolib.training.rollout.TrainableEpisode`: the policy
     sells; the reward is :func:`reward_of`, the score the normalised surplus; a bad parse is a turn without effect
     (a refused seller turn; a buyer's bad call or invalid accept)."""
 
     def __init__(self, episode: Episode, reward: RewardConfig | None = None) -> None:
-        self.episode, self.reward_config = episode, reward or RewardConfig()
-        self.episode_id = episode.episode_id
-        self._outcome: TrainingOutcome | None = None
+        super().__init__(episode, reward or RewardConfig())
 
-    @property
-    def to_move(self) -> str:
-        return self.episode.to_move
-
-    @property
-    def done(self) -> bool:
-        return self.episode.done
-
-    @property
-    def turns(self) -> Sequence[Any]:
-        return self.episode.turns
-
-    @property
-    def outcome(self) -> TrainingOutcome | None:
-        if self._outcome is None and self.episode.outcome is not None:
-            rec = self.episode.record()
-            out = rec["outcome"]
-            self._outcome = TrainingOutcome(bool(out["deal"]), reward_of(rec, self.reward_config),
-                                            normalised_surplus(rec), int(out["seller_turns"]))
-        return self._outcome
-
-    @property
-    def no_deal_floor(self) -> float:
-        return -self.reward_config.cut_penalty
+    def training_outcome(self, record: dict[str, Any]) -> TrainingOutcome:
+        out = record["outcome"]
+        return TrainingOutcome(bool(out["deal"]), reward_of(record, self.reward_config), normalised_surplus(record),
+                               int(out["seller_turns"]))
 
     def view(self, role: str) -> Any:
         """The view of ``role``, which must be the party to move (the buyer addressed this turn, as ``buyer``)."""
         if role != self.episode.to_move:
             raise ValueError(f"{self.episode.where()}: the {self.episode.to_move} moves, not the {role}")
         return self.episode.view()
-
-    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any:
-        return self.episode.step(turn, input_tokens, output_tokens, latency_s)
-
-    def opponent_turn(self, reply: AgentReply) -> str | StructuredTurn:
-        return reply_turn(reply)  # a scripted buyer's calls travel in extra["tool_calls"]
-
-    def bad_parses(self, role: str) -> tuple[int, int]:
-        mine = [t for t in self.episode.turns if t["role"] == role]
-        return sum(t["parse_error"] is not None for t in mine), len(mine)
-
-    def record(self, **key: Any) -> dict[str, Any]:
-        return self.episode.record(**key)
 
 
 def render(view: Any, scaffold: str = "training") -> Chat:
@@ -195,16 +142,12 @@ def render(view: Any, scaffold: str = "training") -> Chat:
 
 def episode_factory(reward: RewardConfig | None = None) -> EpisodeFactory:
     """Builds a :class:`TrainingEpisode` of an item's scenario."""
-
-    def make(item: ScenarioItem, episode_id: str) -> TrainingEpisode:
-        return TrainingEpisode(Episode(item.scenario, episode_id), reward)
-
-    return make
+    return shared.episode_factory(TrainingEpisode, Episode, reward)
 
 
 def scenario_items(scenarios: Iterable[MultiBuyerScenario], opponent: str = POOL) -> tuple[ScenarioItem, ...]:
     """Each scenario played against the buyer agent named ``opponent`` (keys ``market|seed``)."""
-    return tuple(ScenarioItem(sc, opponent, key=sc.key) for sc in scenarios)
+    return shared.scenario_items(scenarios, opponent)
 
 
 def roundtrip_chat(turns: int = 3) -> Chat:
@@ -277,44 +220,28 @@ def run_grpo(start_dir: str | Path, out_dir: str | Path, config: MultiBuyerGRPOC
     :func:`negolib.training.grpo.train` (checkpoints, logs and transcripts as there; the final checkpoint loads as
     ``hf:<checkpoint>``)."""
     c = config or MultiBuyerGRPOConfig()
-    recipe = replace(c.recipe, buyer_mixture={opponent: 1.0})
-    items = scenario_items(market_scenarios(train_seeds(c.train_seeds_per_market, c.train_seed_offset), c.markets,
-                                            c.turn_budget), opponent)
-    validation: tuple[ScenarioItem, ...] = ()
-    if recipe.validate_every and c.validation_seeds_per_market:
-        validation = scenario_items(market_scenarios(validation_seeds(c.validation_seeds_per_market), c.markets,
-                                                     c.turn_budget), opponent)
-    buyer = MultiBuyerGame().make_agent(opponent, "buyer", recipe.seed)
-    task = training_task(items, validation, c.reward)
-    return train(recipe, start_dir, out_dir, buyers={opponent: buyer}, progress=progress, resume=resume,
-                 callbacks=callbacks, task=task)
+    return shared.run_game_grpo(start_dir, out_dir, c.recipe, opponent,
+                         lambda seeds: market_scenarios(seeds, c.markets, c.turn_budget),
+                         train_seeds(c.train_seeds_per_market, c.train_seed_offset), validation_seeds,
+                         c.validation_seeds_per_market,
+                         lambda name, seed: MultiBuyerGame().make_agent(name, "buyer", seed),
+                         lambda items, validation: training_task(items, validation, c.reward),
+                         progress, resume, callbacks)
 
 
 # ---------------------------------------------------------------------------------------------
 # Evaluating the stages
 # ---------------------------------------------------------------------------------------------
 
-STAGE_COLUMNS = ("kind", "stage", "baseline", "market", "metric", "estimate", "ci_low", "ci_high", "p_value",
-                 "n_episodes", "n_clusters")
+STAGE_COLUMNS = shared.stage_columns("market")
 METRICS = ("normalised_surplus", "deal_rate", "top_buyer_share", "exploration", "turns_used", "bad_parses",
            "overshoots")
 COUNTS = ("overshoots",)  # totals, without an interval
-EVAL_OFFSET = 500
-"""Stage evaluations use the reserved evaluation seeds from 5,000,500 on: a tournament plays the block's first
-seeds, so up to 500 tournament seeds never meet an evaluation scenario."""
 
 
 def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
     """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
-    if n_seeds < 1 or offset < 0 or offset + n_seeds > MAX_EVAL_SEEDS:
-        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {MAX_EVAL_SEEDS}; got {n_seeds}, {offset}")
-    return [EVAL_SEED_START + offset + i for i in range(n_seeds)]
-
-
-def _agent_name(spec: str | Path) -> str:
-    """A stage's seller: a model folder becomes ``hf:<folder>``; anything else is an agent name as given."""
-    s = str(spec)
-    return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
+    return shared.stage_seeds(n_seeds, offset, EVAL_SEED_START, MAX_EVAL_SEEDS)
 
 
 def play_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = ("base",), n_seeds: int = 8,
@@ -327,17 +254,14 @@ def play_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = ("bas
     ``cluster`` (the seed)."""
     if not stages:
         raise ValueError("play_stages: no stages")
-    lm = LMOptions(sampling=replace(sampling or SamplingConfig(max_new_tokens=64), seed=seed), max_batch=max_batch,
-                   prompt_cap=prompt_cap, tool_format="text")
-    game = MultiBuyerGame(lm=lm)
+    game = MultiBuyerGame(lm=shared.stage_lm(sampling, 64, seed, max_batch, prompt_cap))
     scenarios = market_scenarios(stage_seeds(n_seeds, seed_offset), markets, turn_budget)
-    frames = []
-    for stage, spec in stages.items():
-        seller = game.make_agent(_agent_name(spec), "seller", seed)
-        records = game.play(seller, game.make_agent(opponent, "buyer", seed), scenarios, seed, progress)
+
+    def frame(records: list[dict[str, Any]], stage: str, opp: str) -> pd.DataFrame:
         df = outcomes_frame(records)
-        frames.append(df.assign(stage=stage, cluster=df["seed"].astype(str)))
-    return pd.concat(frames, ignore_index=True)
+        return df.assign(stage=stage, cluster=df["seed"].astype(str))
+
+    return shared.play_stage_episodes(game, stages, [opponent], scenarios, seed, progress, frame)
 
 
 def _terms(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -367,56 +291,8 @@ def stage_table(episodes: pd.DataFrame, stages: Sequence[str] | None = None, n_r
     rows: ``stage`` minus ``baseline`` for every later stage against every earlier one (in ``stages`` order), on the
     episodes valid in both (paired by scenario), with paired seed-cluster intervals and a p-value; all intervals
     from one :class:`negolib.stats.ClusterResampler`."""
-    order = list(stages) if stages is not None else list(dict.fromkeys(episodes["stage"]))
-    ok = episodes[episodes["valid"].astype(bool)]
-    res = ClusterResampler(np.sort(pd.unique(ok["cluster"].astype(str))), n_resamples, seed)
-    markets = [m for m in MARKETS if m in set(ok["market"])] + sorted(set(ok["market"]) - set(MARKETS)) + ["all"]
-    by_stage = {s: ok[ok["stage"] == s].set_index("scenario_key") for s in order}
-    one = np.ones(1)
-    rows: list[dict[str, Any]] = []
-    stats: list[RatioStat | None] = []
-
-    def sums(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        pos = res.positions(df["cluster"].astype(str).to_numpy())
-        g = res.n_clusters
-        return {m: (np.bincount(pos, n, g), np.bincount(pos, d, g)) for m, (n, d) in _terms(df).items()}
-
-    def part(df: pd.DataFrame, market: str) -> pd.DataFrame:
-        return df if market == "all" else df[df["market"] == market]
-
-    for market in markets:
-        for s in order:
-            df = part(by_stage[s], market)
-            for m, (num, den) in sums(df).items():
-                stat = RatioStat(num[:, None], den[:, None], one, 1)
-                rows.append({"kind": "stage", "stage": s, "baseline": "", "market": market, "metric": m,
-                             "estimate": float(num.sum()) if m in COUNTS else stat.value(),
-                             "n_episodes": len(df), "n_clusters": int(df["cluster"].nunique())})
-                stats.append(None if m in COUNTS else stat)
-        for j, s in enumerate(order):
-            for b in order[:j]:
-                common = by_stage[s].index.intersection(by_stage[b].index)
-                a_df, b_df = part(by_stage[s].loc[common], market), part(by_stage[b].loc[common], market)
-                sa, sb = sums(a_df), sums(b_df)
-                for m in METRICS:
-                    stat = RatioStat(np.stack([sa[m][0], sb[m][0]], 1), np.stack([sa[m][1], sb[m][1]], 1),
-                                     np.ones(2), 1)
-                    est = float(sa[m][0].sum() - sb[m][0].sum()) if m in COUNTS else stat.value()
-                    rows.append({"kind": "difference", "stage": s, "baseline": b, "market": market, "metric": m,
-                                 "estimate": est, "n_episodes": len(a_df),
-                                 "n_clusters": int(a_df["cluster"].nunique())})
-                    stats.append(None if m in COUNTS else stat)
-    dists = resample_stats(res, [s for s in stats if s is not None])
-    k = 0
-    for row, stat in zip(rows, stats):
-        if stat is None:
-            row.update(ci_low=math.nan, ci_high=math.nan, p_value=math.nan)
-            continue
-        iv = summarize(dists[:, k], alpha)
-        k += 1
-        p_value = iv.p_value if row["kind"] == "difference" else math.nan
-        row.update(ci_low=iv.ci_low, ci_high=iv.ci_high, p_value=p_value)
-    return pd.DataFrame(rows, columns=list(STAGE_COLUMNS))
+    return shared.stage_table(episodes, _terms, METRICS, "market", MARKETS, "scenario_key", stages, n_resamples,
+                              seed, alpha, COUNTS)
 
 
 def evaluate_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = ("base",), n_seeds: int = 8,

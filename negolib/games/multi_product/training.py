@@ -11,9 +11,8 @@ per market with seed-cluster bootstrap intervals and paired stage differences (:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from negolib.agents.base import AgentReply
-from negolib.games.bilateral.agents import LMOptions
-from negolib.games.multi_product.env import BuyerView, Episode, SellerView
+from negolib.games import training as shared
+from negolib.games.multi_product.env import Episode, SellerView
 from negolib.games.multi_product.game import MultiProductGame
 from negolib.games.multi_product.metrics import outcomes_frame
 from negolib.games.multi_product.prompts import chat_messages
@@ -31,20 +30,21 @@ from negolib.games.multi_product.scenarios import (
     MARKETS,
     MAX_EVAL_SEEDS,
     TRAIN_MARKETS,
-    MultiProductScenario,
     scenario_set,
     train_seeds,
     validation_seeds,
 )
 from negolib.games.multi_product.sellers import make_seller
 from negolib.sampling import SamplingConfig
-from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
-from negolib.training.grpo import TrainingTask, TrainResult, train
+from negolib.training.grpo import TrainingTask, TrainResult
 from negolib.training.rollout import EpisodeFactory
 
 Chat = list[dict[str, str]]
+EVAL_OFFSET = shared.EVAL_OFFSET
+TrainingOutcome = shared.TrainingOutcome
+scenario_items = shared.scenario_items
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ Chat = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
-class RewardConfig:
+class RewardConfig(shared.Penalties):
     """The seller's training reward (ours): ``r = payoff - refusal_penalty * refused / messages``, ``payoff`` the
     game's (:meth:`MultiProductGame.payoffs`: seller surplus / optimal welfare, clipped to [0, 1]; 0 without a sale)
     and ``refused`` the messages that had no effect (bad parses of the four-part protocol and offers breaking a
@@ -62,12 +62,6 @@ class RewardConfig:
 
     refusal_penalty: float = 0.05
     cut_penalty: float = 0.1
-
-    def __post_init__(self) -> None:
-        for name in ("refusal_penalty", "cut_penalty"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"RewardConfig.{name} must be a finite number >= 0, got {value!r}")
 
 
 def seller_payoff(record: Mapping[str, Any]) -> float:
@@ -88,57 +82,17 @@ def reward_of(record: Mapping[str, Any], config: RewardConfig | None = None) -> 
     return float(seller_payoff(record) - (c.refusal_penalty * refused / messages if messages else 0.0))
 
 
-@dataclass(frozen=True)
-class TrainingOutcome:
-    """A finished episode as the update reads it (:class:`negolib.training.rollout.EpisodeOutcome`)."""
-
-    deal: bool  # at least one sale
-    reward: float
-    score: float  # the game's seller payoff
-    turns: int  # seller messages
-
-
-class TrainingEpisode:
+class TrainingEpisode(shared.GameTrainingEpisode):
     """A multi-product :class:`~.env.Episode` as a :class:`negolib.training.rollout.TrainableEpisode`: the policy
     sells, the reward is :func:`reward_of`, the score the game's payoff; a bad parse is a seller message without
     effect (a protocol bad parse, or an offer the environment refused for breaking a market rule)."""
 
     def __init__(self, episode: Episode, reward: RewardConfig | None = None) -> None:
-        self.episode, self.reward_config = episode, reward or RewardConfig()
-        self.episode_id = episode.episode_id
-        self._outcome: TrainingOutcome | None = None
+        super().__init__(episode, reward or RewardConfig())
 
-    @property
-    def to_move(self) -> str:
-        return self.episode.to_move
-
-    @property
-    def done(self) -> bool:
-        return self.episode.done
-
-    @property
-    def turns(self) -> Sequence[Any]:
-        return self.episode.turns
-
-    @property
-    def outcome(self) -> TrainingOutcome | None:
-        if self._outcome is None and self.episode.outcome is not None:
-            rec = self.episode.record()
-            self._outcome = TrainingOutcome(bool(rec["outcome"]["sales"]), reward_of(rec, self.reward_config),
-                                            seller_payoff(rec), int(rec["outcome"]["seller_turns"]))
-        return self._outcome
-
-    @property
-    def no_deal_floor(self) -> float:
-        return -self.reward_config.cut_penalty
-
-    def view(self, role: str) -> SellerView | BuyerView:
-        if role != self.episode.to_move:
-            raise ValueError(f"episode {self.episode_id}: the {self.episode.to_move} is to move, not the {role}")
-        return self.episode.view()
-
-    def step(self, turn: Any, input_tokens: int = 0, output_tokens: int = 0, latency_s: float = 0.0) -> Any:
-        return self.episode.step(turn, input_tokens, output_tokens, latency_s)
+    def training_outcome(self, record: dict[str, Any]) -> TrainingOutcome:
+        return TrainingOutcome(bool(record["outcome"]["sales"]), reward_of(record, self.reward_config),
+                               seller_payoff(record), int(record["outcome"]["seller_turns"]))
 
     def opponent_turn(self, reply: AgentReply) -> str:
         return reply.text  # the buyers answer in text (ACCEPT/DECLINE)
@@ -148,9 +102,6 @@ class TrainingEpisode:
         bad = sum(t["parse_error"] is not None or t["violation"] is not None for t in mine)
         return bad, len(mine)
 
-    def record(self, **key: Any) -> dict[str, Any]:
-        return self.episode.record(**key)
-
 
 def render(view: SellerView, scaffold: str = "training") -> Chat:
     """The seller's chat (:func:`.prompts.chat_messages`, text; the paper game's scaffold does not apply)."""
@@ -159,16 +110,7 @@ def render(view: SellerView, scaffold: str = "training") -> Chat:
 
 def episode_factory(reward: RewardConfig | None = None) -> EpisodeFactory:
     """Builds a :class:`TrainingEpisode` of an item's scenario."""
-
-    def make(item: ScenarioItem, episode_id: str) -> TrainingEpisode:
-        return TrainingEpisode(Episode(item.scenario, episode_id), reward)
-
-    return make
-
-
-def scenario_items(scenarios: Iterable[MultiProductScenario], opponent: str) -> tuple[ScenarioItem, ...]:
-    """Each scenario played against the buyer agent named ``opponent`` (keys ``market|seed``)."""
-    return tuple(ScenarioItem(sc, opponent, key=sc.key) for sc in scenarios)
+    return shared.episode_factory(TrainingEpisode, Episode, reward)
 
 
 def roundtrip_chat(market: str = "small", turns: int = 3) -> Chat:
@@ -239,45 +181,29 @@ def run_grpo(start_dir: str | Path, out_dir: str | Path, config: MultiProductGRP
     ``out_dir`` through :func:`negolib.training.grpo.train` (checkpoints, logs and transcripts as there; the final
     checkpoint loads as ``hf:<checkpoint>``)."""
     c = config or MultiProductGRPOConfig()
-    recipe = replace(c.recipe, buyer_mixture={opponent: 1.0})
-    items = scenario_items(scenario_set(train_seeds(c.train_seeds_per_market, c.train_seed_offset), c.markets),
-                           opponent)
-    validation: tuple[ScenarioItem, ...] = ()
-    if recipe.validate_every and c.validation_seeds_per_market:
-        validation = scenario_items(scenario_set(validation_seeds(c.validation_seeds_per_market), c.markets),
-                                    opponent)
-    buyer = MultiProductGame().make_agent(opponent, "buyer", recipe.seed)
-    task = training_task(items, validation, c.reward)
-    return train(recipe, start_dir, out_dir, buyers={opponent: buyer}, progress=progress, resume=resume,
-                 callbacks=callbacks, task=task)
+    return shared.run_game_grpo(start_dir, out_dir, c.recipe, opponent, lambda seeds: scenario_set(seeds, c.markets),
+                         train_seeds(c.train_seeds_per_market, c.train_seed_offset), validation_seeds,
+                         c.validation_seeds_per_market,
+                         lambda name, seed: MultiProductGame().make_agent(name, "buyer", seed),
+                         lambda items, validation: training_task(items, validation, c.reward),
+                         progress, resume, callbacks)
 
 
 # ---------------------------------------------------------------------------------------------
 # Evaluating the stages
 # ---------------------------------------------------------------------------------------------
 
-STAGE_COLUMNS = ("kind", "stage", "baseline", "market", "metric", "estimate", "ci_low", "ci_high", "p_value",
-                 "n_episodes", "n_clusters")
+STAGE_COLUMNS = shared.stage_columns("market")
 METRICS = ("normalised_surplus", "revenue_ratio", "allocation_quality", "constraint_adherence", "deal_rate")
 """``normalised_surplus`` (the reward's payoff, unclipped), ``revenue_ratio`` (revenue over the best feasible
 revenue), ``allocation_quality`` (realised welfare over the optimal assignment's): means over episodes whose
 denominator is positive; ``constraint_adherence``: valid messages over all messages (pooled); ``deal_rate``: the
 share of episodes with a sale."""
-EVAL_OFFSET = 500
-"""Stage evaluations use the reserved evaluation seeds from 5,000,500 on (a tournament plays the block's first)."""
-
-
-def _agent_name(spec: str | Path) -> str:
-    """A stage's seller: a model folder becomes ``hf:<folder>``; anything else is an agent name as given."""
-    s = str(spec)
-    return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
 
 
 def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
     """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
-    if n_seeds < 1 or offset < 0 or offset + n_seeds > MAX_EVAL_SEEDS:
-        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {MAX_EVAL_SEEDS}; got {n_seeds}, {offset}")
-    return [EVAL_SEED_START + offset + i for i in range(n_seeds)]
+    return shared.stage_seeds(n_seeds, offset, EVAL_SEED_START, MAX_EVAL_SEEDS)
 
 
 def episodes_frame(records: Sequence[Mapping[str, Any]], stage: str, buyer: str) -> pd.DataFrame:
@@ -295,17 +221,9 @@ def play_stages(stages: Mapping[str, str | Path], buyers: Sequence[str] = ("pool
     seed: one row per episode (:func:`episodes_frame`)."""
     if not stages:
         raise ValueError("play_stages: no stages")
-    lm = LMOptions(sampling=replace(sampling or SamplingConfig(max_new_tokens=64), seed=seed), max_batch=max_batch,
-                   prompt_cap=prompt_cap, tool_format="text")
-    game = MultiProductGame(markets, lm)
+    game = MultiProductGame(markets, shared.stage_lm(sampling, 64, seed, max_batch, prompt_cap))
     scenarios = scenario_set(stage_seeds(n_seeds, seed_offset), game.markets)
-    frames = []
-    for stage, spec in stages.items():
-        seller = game.make_agent(_agent_name(spec), "seller", seed)
-        for b in buyers:
-            records = game.play(seller, game.make_agent(b, "buyer", seed), scenarios, seed, progress)
-            frames.append(episodes_frame(records, stage, b))
-    return pd.concat(frames, ignore_index=True)
+    return shared.play_stage_episodes(game, stages, buyers, scenarios, seed, progress, episodes_frame)
 
 
 def _terms(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -331,51 +249,11 @@ def stage_table(episodes: pd.DataFrame, stages: Sequence[str] | None = None, n_r
     ``kind="difference"`` rows: ``stage`` minus ``baseline`` for every later stage against every earlier one (in
     ``stages`` order) on the episodes valid in both (paired by buyer and scenario), with paired seed-cluster
     intervals and a bootstrap p-value; all intervals from one :class:`negolib.stats.ClusterResampler`."""
-    order = list(stages) if stages is not None else list(dict.fromkeys(episodes["stage"]))
     ok = episodes[episodes["valid"].astype(bool)]
     if ok.empty:
         raise ValueError("stage_table: no valid episode")
-    res = ClusterResampler(np.sort(pd.unique(ok["cluster"].astype(str))), n_resamples, seed)
-    markets = [m for m in MARKETS if m in set(ok["market"])]
-    markets += sorted(set(ok["market"]) - set(markets)) + ["all"]
-    key = ["buyer", "scenario_key"]
-    by_stage = {s: ok[ok["stage"] == s].set_index(key) for s in order}
-    rows: list[dict[str, Any]] = []
-    stats: list[RatioStat] = []
-
-    def sums(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        pos = res.positions(df["cluster"].astype(str).to_numpy())
-        g = res.n_clusters
-        return {m: (np.bincount(pos, n, g), np.bincount(pos, d, g)) for m, (n, d) in _terms(df).items()}
-
-    def part(df: pd.DataFrame, market: str) -> pd.DataFrame:
-        return df if market == "all" else df[df["market"] == market]
-
-    for market in markets:
-        for s in order:
-            df = part(by_stage[s], market)
-            for m, (num, den) in sums(df).items():
-                stats.append(RatioStat(num[:, None], den[:, None], np.ones(1), 1))
-                rows.append({"kind": "stage", "stage": s, "baseline": "", "market": market, "metric": m,
-                             "estimate": stats[-1].value(), "n_episodes": len(df),
-                             "n_clusters": int(df["cluster"].nunique())})
-        for j, s in enumerate(order):
-            for b in order[:j]:
-                common = by_stage[s].index.intersection(by_stage[b].index)
-                a_df, b_df = part(by_stage[s].loc[common], market), part(by_stage[b].loc[common], market)
-                sa, sb = sums(a_df), sums(b_df)
-                for m in METRICS:
-                    stats.append(RatioStat(np.stack([sa[m][0], sb[m][0]], 1), np.stack([sa[m][1], sb[m][1]], 1),
-                                           np.ones(2), 1))
-                    rows.append({"kind": "difference", "stage": s, "baseline": b, "market": market, "metric": m,
-                                 "estimate": stats[-1].value(), "n_episodes": len(a_df),
-                                 "n_clusters": int(a_df["cluster"].nunique())})
-    dists = resample_stats(res, stats)
-    for k, row in enumerate(rows):
-        iv = summarize(dists[:, k], alpha)
-        row.update(ci_low=iv.ci_low, ci_high=iv.ci_high,
-                   p_value=iv.p_value if row["kind"] == "difference" else math.nan)
-    return pd.DataFrame(rows, columns=list(STAGE_COLUMNS))
+    return shared.stage_table(episodes, _terms, METRICS, "market", MARKETS, ["buyer", "scenario_key"], stages,
+                              n_resamples, seed, alpha)
 
 
 def evaluate_stages(stages: Mapping[str, str | Path], buyers: Sequence[str] = ("pool",), n_seeds: int = 8,
