@@ -36,7 +36,7 @@ from negolib.cost import Price
 from negolib.evaluation import DeviationLog, check_protocol_hashes, evaluate_arms, load_protocol, protocol_hash
 from negolib.files import atomic_write_text
 from negolib.paper import load_paper_reported
-from negolib.params import NOTEBOOKS, Params, load_params
+from negolib.params import NOTEBOOKS, Params, load_params, spec_dict
 from negolib.training.runlog import RunLog
 from negolib.training.runs import build_agents, trained_ready, training_run_dir
 from negolib.transcripts import TranscriptStore, episodes_frame
@@ -233,21 +233,30 @@ class Book:
         return ready, missing
 
     def evaluate_variant(self, arms: Sequence[str], first_mover: str = "buyer", suffix: str = ".buyer_opens",
-                         progress: bool = False) -> list[str]:
+                         progress: bool = False, *, accept_applies_terms: bool = False,
+                         buyers: Sequence[str] | None = None) -> list[str]:
         """Play a beyond-paper variant of ``arms`` (default: the buyer opens) into the beyond transcript
         store, logging each variant arm as a deviation of the frozen protocol first (App. K). Returns
-        the variant arm names (``<arm><suffix>``); arms that cannot play yet are skipped."""
+        the variant arm names (``<arm><suffix>``); arms that cannot play yet are skipped.
+
+        ``accept_applies_terms``: terms attached to an accept are applied before the deal closes (as in
+        training, App. A); ``buyers``: the variant plays these profile buyers instead of the protocol's."""
         import dataclasses
 
         protocol_file = self.paths.protocol
         protocol = load_protocol(protocol_file)
+        if accept_applies_terms or buyers is not None:
+            bs = {b: spec_dict(self.params.buyers[b]) for b in buyers} if buyers is not None else protocol.buyers
+            protocol = dataclasses.replace(protocol, accept_applies_terms=accept_applies_terms, buyers=bs)
         deviations = DeviationLog.for_protocol(protocol_file)
         ready, _ = self.ready_arms(arms)
         extra = [dataclasses.replace(protocol.arm(a), name=f"{a}{suffix}", first_mover=first_mover) for a in ready]
+        what = f"first_mover={first_mover}" + (", accept_applies_terms=True" if accept_applies_terms else "") + \
+            (f", buyers={list(buyers)}" if buyers is not None else "")
         for spec in extra:
             if not deviations.covers(spec.name):
                 deviations.log_deviation([spec.name], f"beyond-paper variant of {spec.name[:-len(suffix)]}: "
-                                         f"first_mover={first_mover} (not in the frozen arm matrix)", False)
+                                         f"{what} (not in the frozen arm matrix)", False)
         agents = build_agents(self.params, ready + list(protocol.buyers), cache=ModelCache())
         agents.update({f"{a}{suffix}": agents[a] for a in ready})
         evaluate_arms(protocol, agents, self.paths.beyond_transcripts, progress=progress, arms=[], extra_arms=extra,

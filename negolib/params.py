@@ -234,12 +234,17 @@ class DesignParams:
 
 @dataclass(frozen=True)
 class BeyondParams:
-    """Beyond-the-paper analyses of notebook 09 (each optional)."""
+    """Beyond-the-paper analyses of notebook 09 (each optional): ``buyer_opens`` (sellers replayed with the buyer
+    opening), ``fixed_openings`` (``fixed_opening`` arms), ``efficiency``, ``extra_buyers`` (buyers outside the
+    evaluation panel) played by ``extra_buyer_arms``, and ``accept_terms`` (sellers replayed with the terms attached
+    to an accept applied, as in training: App. A)."""
 
     buyer_opens: list[str] = field(default_factory=list)
     fixed_openings: list[str] = field(default_factory=list)
     efficiency: bool = True
     extra_buyers: list[str] = field(default_factory=list)
+    extra_buyer_arms: list[str] = field(default_factory=list)
+    accept_terms: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -819,9 +824,9 @@ def _cross_check(p: Params) -> None:
     if split and (len(split) != 2 or any(b not in ev.buyers for b in split)):
         raise ValidationError(src, "design.buyer_split", f"must be two evaluation buyers [A, B] (split = S vs A "
                               f"minus S vs B), got {split!r}; buyers: {ev.buyers}")
-    for key in ("buyer_opens", "fixed_openings", "extra_buyers"):
+    for key in ("buyer_opens", "fixed_openings", "extra_buyers", "extra_buyer_arms", "accept_terms"):
         _unique(getattr(p.beyond, key), src, f"beyond.{key}")
-    for key in ("buyer_opens", "fixed_openings"):
+    for key in ("buyer_opens", "fixed_openings", "extra_buyer_arms", "accept_terms"):
         for arm in getattr(p.beyond, key):
             if arm not in p.arms:
                 raise ValidationError(src, f"beyond.{key}", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")

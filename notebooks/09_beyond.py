@@ -28,9 +28,18 @@
 # * **Fixed openings.** "Testing whether the opening causes the gains would need sellers held to a
 #   fixed opening": sellers whose first turn is fixed, against the same seller free to open.
 # * **Training seeds** and **training on the evaluation scaffold** (the prompt shift), when the profile
-#   has them.
+#   has them, with the run-to-run spread beside the scenario-sampling intervals.
+# * **Accept-terms** applied in evaluation (the training/evaluation mismatch), a **third evaluation buyer** from
+#   another family, the **self-play split** of the reference sellers, a **learning-rate sweep** at the smallest
+#   size and a **matched-FLOPs** comparison across sizes.
+#
+# The first table lists every App. A limitation with the arm or analysis that addresses it, and which profile
+# holds it: the default (CPU) profile runs the scripted and analysis-only items; the language-model arms are in
+# `paper.yaml` (the smoke profile runs them on its tiny model).
 
 # %%
+from pathlib import Path
+
 import pandas as pd
 from IPython.display import display
 
@@ -40,16 +49,35 @@ from negolib.analysis.beyond import (
     seeds_scaffold_arms,
     turn_order_contrasts,
 )
+from negolib.analysis.contrasts import run_pairs
+from negolib.analysis.limitations import (
+    buyer_panel,
+    limitations_frame,
+    lr_sweep,
+    lr_sweep_arms,
+    matched_flops,
+    seed_spread,
+    self_play_split,
+    trained_base_pairs,
+)
 from negolib.analysis.resamplers import Analysis
 from negolib.book import open_book
 from negolib.diagnostics import openings_table
 from negolib.efficiency import efficiency_frame, per_arm_efficiency
+from negolib.params import load_params
 from negolib.report.beyond import (
+    accept_terms_table,
+    buyer_panel_table,
     efficiency_table,
     fixed_openings_table,
+    limitations_table,
+    lr_sweep_table,
+    matched_flops_table,
     pareto_figure,
     scripted_baselines_table,
+    seed_spread_table,
     seeds_scaffold_table,
+    self_play_split_table,
     turn_order_table,
 )
 
@@ -63,6 +91,17 @@ P, paper = B.params, B.paper
 R = B.results()
 records = B.records()
 print(f"{len(records)} transcripts over {len(R.arms)} arms")
+
+# %% [markdown]
+# ## The paper's limitations (App. A) and the arm that addresses each
+# Every limitation App. A lists, what would address it, and what this profile has for it: its arms (or an
+# analysis), "paper.yaml only" where only the GPU profile holds the arm, or "no run can address it here" (one
+# model family, size and architecture co-varying, no co-adaptation, one RL algorithm), with the arm that would.
+
+# %%
+paper_yaml = Path(P.root) / "params" / "paper.yaml"
+paper_profile = load_params(paper_yaml) if paper_yaml.is_file() and P.profile != "paper" else None
+display(B.save_table(limitations_table(limitations_frame(P, R.arms, paper_profile))))
 
 # %% [markdown]
 # ## Scripted baselines: how much of an LM arm's score does a fixed strategy reach?
@@ -118,6 +157,65 @@ display(B.save_table(fixed_openings_table(fixed_opening_contrasts(R.an, P, fixed
 
 # %%
 display(B.save_table(seeds_scaffold_table(seeds_scaffold_arms(P, R.arms), R.est)))
+
+# %% [markdown]
+# ### Run-to-run spread of the training seeds
+# The paper's intervals quantify scenario sampling only (one run per arm). Where a run was trained from several
+# seeds, the seeds' S spread (standard deviation across seeds) stands beside the mean half-width of their
+# seed-cluster intervals: a ratio near or above 1 means training variance matters as much as the scenarios.
+
+# %%
+display(B.save_table(seed_spread_table(seed_spread(R.est, P, R.arms))))
+
+# %% [markdown]
+# ## Accept-terms applied in evaluation
+# Training applied terms a seller attached to an accept before closing; evaluation ignores them (App. A). The
+# listed sellers replay the scenario set with those terms applied (a logged variant), paired against the protocol.
+
+# %%
+accept = B.evaluate_variant(P.beyond.accept_terms, "seller", ".accept_terms", accept_applies_terms=True) \
+    if P.beyond.accept_terms and not R.empty else []
+extra = B.evaluate_variant(P.beyond.extra_buyer_arms, "seller", ".extra_buyers", buyers=P.beyond.extra_buyers) \
+    if P.beyond.extra_buyers and P.beyond.extra_buyer_arms and not R.empty else []
+AN = Analysis.from_params(pd.concat([R.an.df, B.episodes(beyond=True)], ignore_index=True), P) \
+    if accept or extra or variants else R.an
+display(B.save_table(accept_terms_table(turn_order_contrasts(AN, accept, ".accept_terms"), accept, paper)))
+
+# %% [markdown]
+# ## A third evaluation buyer from another family
+# The paper's panel has two buyers, one per model family. The listed sellers also meet the profile's extra
+# buyers (a logged variant outside the protocol's panel); S against every buyer side by side.
+
+# %%
+display(B.save_table(buyer_panel_table(buyer_panel(AN, P.beyond.extra_buyer_arms), P)))
+
+# %% [markdown]
+# ## Self-play split of the reference sellers
+# A reference seller that meets its own model as a buyer (the paper's frontier sellers on half their episodes;
+# here any seller whose agent is also an evaluation buyer): S against itself and without the self-play half.
+
+# %%
+display(B.save_table(self_play_split_table(self_play_split(R.an, P, R.arms), P, paper)))
+
+# %% [markdown]
+# ## A learning-rate sweep at the smallest size
+# The smallest size's trained arms by peak learning rate, each with its paired gain over the base (the paper
+# ran 1x, 3x and 10x the shared rate).
+
+# %%
+base0 = P.design.sizes[0].base if P.design.sizes else None
+sweep_pairs = [(a, base0) for a in lr_sweep_arms(P)] if base0 else []
+display(B.save_table(lr_sweep_table(lr_sweep(run_pairs(R.an, sweep_pairs), P), P, paper)))
+
+# %% [markdown]
+# ## Matched FLOPs across sizes
+# Training FLOPs per step are proportional to the effective parameter count at matched tokens per step
+# (App. I), so matched steps are not matched compute. Every trained arm's training FLOPs at its read (in units of
+# one step of the first size) beside its gain over base; "yes" marks each size's read nearest the first size's
+# shared-recipe budget.
+
+# %%
+display(B.save_table(matched_flops_table(matched_flops(run_pairs(R.an, trained_base_pairs(P)), P), P, paper)))
 
 # %% [markdown]
 # ## Exercises

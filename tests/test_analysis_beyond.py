@@ -36,9 +36,10 @@ def test_beyond_contrasts_are_numeric_and_paired():
     assert list(zip(to["arm_a"], to["arm_b"])) == [("boulware.buyer_opens", "boulware")]
     assert variant_base("boulware.buyer_opens") == "boulware"
     fixed = [a for a in arms if p.arms[a].backend == "fixed_opening"]
-    assert fixed_opening_pairs(p, fixed) == [("boulware_open_best", "boulware")]
+    pairs = [("boulware_open_best", "boulware"), ("tiny_grpo_open_none", "tiny_grpo")]  # scripted and trained
+    assert fixed_opening_pairs(p, fixed) == pairs
     fo = fixed_opening_contrasts(an, p, fixed)
-    assert list(zip(fo["arm_a"], fo["arm_b"])) == [("boulware_open_best", "boulware")]
+    assert list(zip(fo["arm_a"], fo["arm_b"])) == pairs
     ss = seeds_scaffold_arms(p, arms)
     assert list(ss.columns) == ["arm", "run", "train_seed", "scaffold"]
     assert_tidy(ss, identifiers=("arm", "run", "scaffold"))

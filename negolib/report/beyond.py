@@ -1,7 +1,9 @@
-"""Notebook 9 (beyond the paper, App. A): the scripted baselines against the language-model arms, the deals'
-Pareto and Nash efficiency (with one scenario's frontier drawn), the buyer opening, fixed openings, and
-the runs with several training seeds or trained on the evaluation scaffold. The paper ran none of these:
-its column says so (``paper: value``).
+"""Notebook 9 (beyond the paper, App. A): the list of App. A's limitations with what addresses each, the scripted
+baselines against the language-model arms, the deals' Pareto and Nash efficiency (with one scenario's frontier
+drawn), the buyer opening, fixed openings, the runs with several training seeds (their run-to-run spread beside
+the scenario-sampling intervals) or trained on the evaluation scaffold, accept-terms applied in evaluation, a third
+evaluation buyer, the self-play split, a learning-rate sweep and matched FLOPs. The paper ran none of these: its
+column says so or gives the value it reported nearby (``paper: ...``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from negolib.analysis.arms import Results
 from negolib.analysis.beyond import fixed_opening_pairs, variant_base
 from negolib.domains import get_domain
 from negolib.efficiency import ScenarioOracle
-from negolib.formatting import DASH, fmt_pct
+from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
 from negolib.params import Params
-from negolib.report.booktable import BookTable
+from negolib.report.booktable import BookTable, fmt_paper
 from negolib.report.cells import arm_label, contrast_cell, estimate_cell, frame, marked_lookup
 from negolib.report.figures import pyplot
 from negolib.scenarios import make_scenario
@@ -90,6 +92,116 @@ def seeds_scaffold_table(arms: pd.DataFrame, est: pd.DataFrame) -> BookTable:
     return BookTable("seeds_scaffold", "Training seeds and evaluation-scaffold training", df)
 
 
+def limitations_table(lims: pd.DataFrame) -> BookTable:
+    """Every App. A limitation with what addresses it and what this profile has for it
+    (:func:`negolib.analysis.limitations.limitations_frame`)."""
+    rows = [{"limitation (App. A)": r["limitation"], "addressed by": r["addressed_by"],
+             "this profile": r["here"] or "not in this profile"} for r in lims.to_dict("records")]
+    df = frame(rows, "limitation (App. A)")
+    df["paper: value"] = "not run (App. A)"
+    return BookTable("limitations", "The paper's limitations (App. A) and the arm or analysis that addresses each", df,
+                     "'paper.yaml only': the GPU profile holds the arm, this one does not (too costly here); 'no run "
+                     "can address it here': it needs another model family, trained buyers or another algorithm.",
+                     lims)
+
+
+def seed_spread_table(spread: pd.DataFrame) -> BookTable:
+    """Run-to-run spread of S across training seeds beside the scenario-sampling interval
+    (:func:`negolib.analysis.limitations.seed_spread`)."""
+    rows = [{"run": r["run"], "read step": DASH if pd.isna(r["step"]) else int(r["step"]), "arms": r["arms"],
+             "training seeds": int(r["n_seeds"]), "mean S": fmt_num(r["mean"]),
+             "run-to-run SD": fmt_num(r["sd_seeds"]), "range": f"{fmt_num(r['min'])} to {fmt_num(r['max'])}",
+             "scenario-sampling half-width (mean)": fmt_num(r["mean_half_width"]),
+             "SD / half-width": fmt_num(r["spread_ratio"], 2)} for r in spread.to_dict("records")]
+    df = frame(rows, "run")
+    df["paper: value"] = "one training run per arm: intervals quantify scenario sampling only (App. A)"
+    return BookTable("seed_spread", "Training seeds: run-to-run spread beside the scenario-sampling intervals", df,
+                     "Per run and read step with arms from several training seeds: the seeds' S, their standard "
+                     "deviation (ddof 1) and the mean half-width of each seed's 95% seed-cluster interval.", spread)
+
+
+def accept_terms_table(contrasts: pd.DataFrame, variants: Sequence[str], paper: Any = None,
+                       suffix: str = ".accept_terms") -> BookTable:
+    """S with accept-terms applied in evaluation (as in training) minus S as evaluated, per seller (paired by
+    scenario and buyer); the paper's share of seller accepts with terms beside."""
+    look = marked_lookup(contrasts)
+    share = (paper.get("appendix_a", "accept_with_terms_share", default={}) if paper is not None else {}) or {}
+    rows = [{"seller": variant_base(v, suffix),
+             "S (accept-terms applied) − S (ignored)": contrast_cell(look, v, variant_base(v, suffix)),
+             "episodes": look.get((v, variant_base(v, suffix), "score"), {}).get("n_episodes", DASH)}
+            for v in variants]
+    df = frame(rows, "seller")
+    note = ", ".join(f"{k}: {fmt_pct(v[0], 0)}-{fmt_pct(v[1], 0)}" if isinstance(v, (list, tuple))
+                     else f"{k}: {fmt_pct(v, 0)}" for k, v in share.items())
+    df["paper: value"] = "not run; accepts with terms among the seller's closing accepts: " + (note or DASH)
+    return BookTable("accept_terms", "Accept-terms applied in evaluation (the training/evaluation mismatch)", df,
+                     "Training applied terms attached to an accept; evaluation ignores them (App. A). Paired by "
+                     "scenario and buyer.")
+
+
+def buyer_panel_table(panel: pd.DataFrame, params: Params | None = None) -> BookTable:
+    """Each seller's S against every buyer it met, the extra buyer's (a third family) from the variant
+    (:func:`negolib.analysis.limitations.buyer_panel`)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for r in panel.to_dict("records"):
+        row = rows.setdefault(r["arm"], {"seller": r["arm"], "label": arm_label(params, r["arm"])})
+        row[f"S vs {r['buyer']}" + (" (extra)" if r["variant"] else "")] = fmt_ci(
+            r["estimate"], r["ci_low"], r["ci_high"], signed=False)
+    df = frame(list(rows.values()), "seller").fillna(DASH)
+    df["paper: value"] = "two evaluation buyers, one per model family (App. A)"
+    return BookTable("buyer_panel", "A third evaluation buyer from another family", df,
+                     "S against each buyer with its seed-cluster interval; '(extra)': played as a logged beyond-paper "
+                     "variant against a buyer outside the protocol's panel.", panel)
+
+
+def self_play_split_table(sp: pd.DataFrame, params: Params, paper: Any = None) -> BookTable:
+    """Each seller that meets itself as a buyer: S against itself and against the others (App. A), the paper's
+    frontier sellers' values beside (``appendix_a.self_play``)."""
+    sel = (paper.get("appendix_a", "self_play", default={}) if paper is not None else {}) or {}
+    rows = []
+    for r in sp.to_dict("records"):
+        ref = params.arms[r["arm"]].paper_ref if r["arm"] in params.arms else None
+        pv = sel.get(f"{ref}_vs_{'self' if r['self_play'] else 'other'}") if ref else None
+        rows.append({"seller": r["arm"], "buyer(s)": r["buyer"], "self-play": "yes" if r["self_play"] else "no",
+                     "S": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=False),
+                     "episodes": r["n_episodes"], "paper: S": fmt_num(pv) if pv is not None else DASH})
+    return BookTable("self_play_split", "Self-play split of the reference sellers", frame(rows),
+                     "A buyer is the seller's own agent when backend, model, strategy and parameters match; 'no': S "
+                     "with the self-play half dropped.", sp)
+
+
+def lr_sweep_table(sweep: pd.DataFrame, params: Params, paper: Any = None) -> BookTable:
+    """The smallest size's trained arms by peak learning rate, gain over base (paired), the paper's S beside
+    (:func:`negolib.analysis.limitations.lr_sweep`)."""
+    rows = []
+    for r in sweep.to_dict("records"):
+        ref = params.arms[r["arm"]].paper_ref
+        pv = paper.arm(ref).get("score") if paper is not None and ref else None
+        rows.append({"arm": r["arm"], "peak LR": f"{r['peak_lr']:.1e}", "× shared rate": fmt_num(r["lr_multiplier"], 1),
+                     "steps": r["step"], "gain over base": fmt_ci(r["gain"], r["ci_low"], r["ci_high"], signed=True),
+                     "paper: S": fmt_paper(pv)})
+    return BookTable("lr_sweep", "Learning-rate sweep at the smallest size", frame(rows, "arm"),
+                     "The paper ran 1×, 3× and 10× the shared rate (App. A: 'two learning rates, not a sweep').", sweep)
+
+
+def matched_flops_table(mf: pd.DataFrame, params: Params, paper: Any = None) -> BookTable:
+    """Every trained arm's training FLOPs at its read (in first-size steps) and gain over base; the reads at the
+    smallest size's budget marked (:func:`negolib.analysis.limitations.matched_flops`)."""
+    rows = []
+    for r in mf.to_dict("records"):
+        ref = params.arms[r["arm"]].paper_ref
+        pv = paper.arm(ref).get("score") if paper is not None and ref else None
+        rows.append({"size": r["size"], "arm": r["arm"], "steps": r["steps"],
+                     "FLOPs/step (× first size)": fmt_num(r["rel_flops_per_step"], 2),
+                     "training FLOPs (first-size steps)": fmt_num(r["train_flops"], 1),
+                     "matched FLOPs": "yes" if r["matched"] else "",
+                     "gain over base": fmt_ci(r["gain"], r["ci_low"], r["ci_high"], signed=True),
+                     "paper: S": fmt_paper(pv)})
+    return BookTable("matched_flops", "Matched FLOPs across sizes (App. I accounting)", frame(rows),
+                     "FLOPs/step ∝ effective parameters at matched tokens per step (App. I); 'yes': the read nearest "
+                     "the first size's shared-recipe budget. The paper compares sizes at matched steps.", mf)
+
+
 def efficiency_table(eff: pd.DataFrame, params: Params | None = None) -> BookTable:
     """Beyond the paper: Pareto and Nash efficiency per arm (the paper computed none, App. K)."""
     df = eff.copy()
@@ -135,5 +247,6 @@ def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, 
     return fig
 
 
-__all__ = ["efficiency_table", "fixed_openings_table", "pareto_figure", "scripted_baselines_table",
-           "seeds_scaffold_table", "turn_order_table"]
+__all__ = ["accept_terms_table", "buyer_panel_table", "efficiency_table", "fixed_openings_table", "limitations_table",
+           "lr_sweep_table", "matched_flops_table", "pareto_figure", "scripted_baselines_table", "seed_spread_table",
+           "seeds_scaffold_table", "self_play_split_table", "turn_order_table"]
