@@ -51,7 +51,7 @@ def profiles():
 def test_every_limitation_is_listed_with_where_it_runs(profiles):
     paper = profiles["paper"]
     full = limitations_frame(paper)
-    assert_tidy(full, identifiers=("key", "limitation", "addressed_by", "here"))
+    assert_tidy(full, identifiers=("key", "limitation", "addressed_by", "here", "paper"))
     assert len(full) == len(LIMITATIONS) and full["key"].is_unique
     no_run = set(full.loc[~full["addressable"], "key"])
     assert no_run == {"one_family", "size_architecture", "co_adaptation", "rl_algorithm"}
@@ -70,7 +70,8 @@ def test_every_limitation_is_listed_with_where_it_runs(profiles):
     assert "tiny_grpo_s1" in smoke["seeds"] and smoke["scaffold"] == "tiny_evalscaffold (not played yet)"
     assert "tiny_warmup" not in smoke["seeds"]  # read from seed 0 only
     table = limitations_table(limitations_frame(profiles["default"], None, paper))
-    assert list(table.frame.columns) == ["addressed by", "this profile", "paper: value"]
+    assert list(table.frame.columns) == ["addressed by", "this profile", "paper: what it ran"]
+    assert "0.518" in table.frame.loc["Self-play in the reference arms", "paper: what it ran"]
 
 
 def test_seed_spread_known_answer(profiles):
@@ -85,7 +86,7 @@ def test_seed_spread_known_answer(profiles):
     sp = seed_spread(est, p, ["tiny_grpo", "tiny_grpo_s1", "tiny_grpo_s2", "tiny_warmup", "boulware"])
     assert len(sp) == 1  # the warm-up is read from one seed; scripted arms have none
     r = sp.iloc[0]
-    assert r["run"] == "tiny_grpo" and r["n_seeds"] == 3
+    assert r["run"] == "tiny_grpo" and r["n_seeds"] == 3 and r["step"] == 2  # the run's last step
     assert r["mean"] == pytest.approx(0.5) and r["sd_seeds"] == pytest.approx(0.1)
     assert (r["min"], r["max"]) == pytest.approx((0.4, 0.6))
     assert r["mean_half_width"] == pytest.approx(0.1) and r["spread_ratio"] == pytest.approx(1.0)
@@ -151,6 +152,7 @@ def test_lr_sweep_known_answer(profiles):
                                "ci_low": 0.01 * i - 0.02, "ci_high": 0.01 * i + 0.02} for i, a in enumerate(arms)])
     sw = lr_sweep(contrasts, p)
     assert list(sw["lr_multiplier"]) == pytest.approx([1, 2, 3, 5, 7, 10])  # finer than {1x, 3x, 10x}
+    assert list(sw["step"]) == [64, 56, 56, 56, 56, 56]
     assert sw["peak_lr"].iloc[0] == pytest.approx(1e-6)
     g = sw.set_index("arm")["gain"]
     assert g["e2b_lr3_56"] == pytest.approx(0.01 * arms.index("e2b_lr3_56"))
@@ -185,7 +187,7 @@ def test_matched_flops_known_answer(profiles):
     assert (mf["gain"] == 0.05).all()
     assert_tidy(mf.reset_index(), identifiers=("size", "arm"))
     t = matched_flops_table(mf.reset_index(), p, load_paper_reported_of(p))
-    assert t.frame.set_index("arm").loc["g31b_shared_104", "paper: S"] == "0.620 [0.597, 0.643]"
+    assert t.frame.loc["g31b_shared_104", "paper: S"] == "0.620 [0.597, 0.643]"
     assert matched_flops_reads(profiles["default"]) == {}  # no shared-recipe arm to set the budget
     assert matched_flops_reads(profiles["smoke"]) == {"tiny_grpo": 2}  # one size: its own read (the run's last)
 

@@ -41,6 +41,7 @@ class Limitation:
     title: str
     addressed_by: str
     find: Callable[[Params], list[str]] | None
+    paper: str = "not run (App. A)"
 
 
 def _trained(p: Params) -> list[str]:
@@ -93,44 +94,60 @@ def _scripted_vs_panel(p: Params) -> list[str]:
 LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("turn_order", "One environment class: the seller always opens",
                "trained language-model sellers replayed with the buyer opening (beyond.buyer_opens)",
-               lambda p: _lm_listed(p, p.beyond.buyer_opens)),
+               lambda p: _lm_listed(p, p.beyond.buyer_opens),
+               paper="the seller always opens"),
     Limitation("fixed_opening", "Partial strategy analysis: does the opening cause the gain?",
                "trained sellers held to a fixed opening (none / best / the trained arm's own) against the same "
                "seller opening freely",
-               _fixed_lm),
+               _fixed_lm,
+               paper="openings described post hoc (Table 2); no fixed-opening arm"),
     Limitation("efficiency", "Partial strategy analysis: no Nash distance or Pareto efficiency",
                "the exact Pareto frontier, Nash and Kalai points of every scenario (an analysis)",
-               lambda p: ["efficiency (analysis)"] if p.beyond.efficiency else []),
+               lambda p: ["efficiency (analysis)"] if p.beyond.efficiency else [],
+               paper="joint welfare is the only efficiency proxy"),
     Limitation("scripted_baseline", "No scripted baseline seller",
-               "scripted sellers against the evaluation buyers", lambda p: p.scripted_arms()),
+               "scripted sellers against the evaluation buyers", lambda p: p.scripted_arms(),
+               paper="every reference seller is a model"),
     Limitation("scripted_vs_frontier", "No scripted baseline against the paper's frontier buyers",
-               "scripted sellers against the language-model evaluation buyers", _scripted_vs_panel),
+               "scripted sellers against the language-model evaluation buyers", _scripted_vs_panel,
+               paper="every reference seller is a model"),
     Limitation("seeds", "One seed per size: run-to-run variance unknown",
-               "several training seeds per arm, their spread beside the scenario-sampling intervals", _seeded),
+               "several training seeds per arm, their spread beside the scenario-sampling intervals", _seeded,
+               paper="each size trained once; intervals quantify scenario sampling only"),
     Limitation("scaffold", "Training and evaluation differ: the prompt shift",
                "a run trained on the evaluation scaffold (training.runs.<run>.scaffold: evaluation)",
-               _eval_scaffold),
+               _eval_scaffold,
+               paper="trained on the training prompt, evaluated on the scaffold (a prompt shift)"),
     Limitation("accept_terms", "Training and evaluation differ: terms attached to an accept",
                "sellers replayed with accept-terms applied in evaluation, as in training (beyond.accept_terms)",
-               lambda p: list(p.beyond.accept_terms)),
+               lambda p: list(p.beyond.accept_terms),
+               paper="training applied accept terms, evaluation ignored them (0-56% of seller closing accepts)"),
     Limitation("lr_sweep", "Two learning rates, not a sweep",
-               "a learning-rate sweep finer than {1x, 3x, 10x} on the smallest size", _lr_sweep),
+               "a learning-rate sweep finer than {1x, 3x, 10x} on the smallest size", _lr_sweep,
+               paper="1x and 3x at every size, 10x at 2.3B"),
     Limitation("matched_flops", "Matched steps, not matched FLOPs",
                "reads of every size at the training FLOPs of the smallest size's read (App. I accounting)",
-               _matched),
+               _matched,
+               paper="matched steps (FLOPs/step 1 : 2.0 : 5.2 : 13.3, App. I)"),
     Limitation("third_buyer", "Two evaluation buyers",
                "a third evaluation buyer from another family (beyond.extra_buyers, played by extra_buyer_arms)",
-               lambda p: [f"{b} (buyer)" for b in p.beyond.extra_buyers] if p.beyond.extra_buyer_arms else []),
+               lambda p: [f"{b} (buyer)" for b in p.beyond.extra_buyers] if p.beyond.extra_buyer_arms else [],
+               paper="two buyers, one per provider family"),
     Limitation("self_play", "Self-play in the reference arms",
-               "each reference seller's S against its own model and against the other buyer", _self_play),
+               "each reference seller's S against its own model and against the other buyer", _self_play,
+               paper="Sonnet 5 0.518 vs itself, 0.513 vs the other; Terra 0.503 and 0.504"),
     Limitation("one_family", "One model family",
-               "a second model family at several sizes (not in this harness's profiles)", None),
+               "a second model family at several sizes (not in this harness's profiles)", None,
+               paper="one family (Gemma 4)"),
     Limitation("size_architecture", "Size and architecture co-vary",
-               "a family with conventional checkpoints below 12B (Gemma 4 publishes none)", None),
+               "a family with conventional checkpoints below 12B (Gemma 4 publishes none)", None,
+               paper="E-series below 12B, conventional from 12B"),
     Limitation("co_adaptation", "Seller-side only: no buyer training, no co-adaptation",
-               "training both parties (the buyers here are frozen)", None),
+               "training both parties (the buyers here are frozen)", None,
+               paper="frozen buyers; seller side only"),
     Limitation("rl_algorithm", "One RL algorithm, one reward shape",
-               "turn-level shaping or hierarchical credit assignment (another recipe)", None),
+               "turn-level shaping or hierarchical credit assignment (another recipe)", None,
+               paper="GRPO with an outcome reward"),
 )
 """Every App. A limitation in the paper's order, with the arm or analysis that addresses it."""
 
@@ -156,8 +173,8 @@ def limitations_frame(params: Params, played: Sequence[str] | None = None,
             else:
                 here = ""
         rows.append({"key": lim.key, "limitation": lim.title, "addressed_by": lim.addressed_by, "here": here,
-                     "addressable": ok})
-    return pd.DataFrame(rows, columns=["key", "limitation", "addressed_by", "here", "addressable"])
+                     "addressable": ok, "paper": lim.paper})
+    return pd.DataFrame(rows, columns=["key", "limitation", "addressed_by", "here", "addressable", "paper"])
 
 
 # -- training seeds ----------------------------------------------------------------------------------------------
@@ -176,7 +193,7 @@ def seed_spread(est: pd.DataFrame, params: Params, arms: Sequence[str], metric: 
             continue
         groups.setdefault((spec.run or "", spec.step), []).append(a)
     rows = []
-    for (run, step), members in groups.items():
+    for (run, _step), members in groups.items():
         seeds = {_seed_of(params, a) for a in members}
         if len(seeds) < 2:
             continue
@@ -184,7 +201,7 @@ def seed_spread(est: pd.DataFrame, params: Params, arms: Sequence[str], metric: 
         hw = ((look.loc[members, "ci_high"] - look.loc[members, "ci_low"]) / 2).to_numpy(float)
         sd = float(np.std(v, ddof=1))
         mhw = float(np.mean(hw))
-        rows.append({"run": run, "step": step if step is not None else np.nan, "arms": ", ".join(members),
+        rows.append({"run": run, "step": _arm_steps(params, members[0]), "arms": ", ".join(members),
                      "n_seeds": len(seeds), "mean": float(v.mean()), "sd_seeds": sd, "min": float(v.min()),
                      "max": float(v.max()), "mean_half_width": mhw, "spread_ratio": sd / mhw if mhw > 0 else np.nan})
     return pd.DataFrame(rows, columns=cols)
@@ -293,7 +310,7 @@ def lr_sweep(contrasts: pd.DataFrame, params: Params) -> pd.DataFrame:
         lr = run_peak_lr(params, spec.run or "")
         g = look.get(a, {})
         rows.append({"arm": a, "run": spec.run, "peak_lr": lr, "lr_multiplier": lr / shared,
-                     "step": spec.steps if spec.steps is not None else spec.step,
+                     "step": _arm_steps(params, a),
                      "gain": g.get("estimate", np.nan), "ci_low": g.get("ci_low", np.nan),
                      "ci_high": g.get("ci_high", np.nan)})
     return pd.DataFrame(rows, columns=cols).sort_values(["peak_lr", "step"], kind="stable").reset_index(drop=True)

@@ -96,9 +96,9 @@ def limitations_table(lims: pd.DataFrame) -> BookTable:
     """Every App. A limitation with what addresses it and what this profile has for it
     (:func:`negolib.analysis.limitations.limitations_frame`)."""
     rows = [{"limitation (App. A)": r["limitation"], "addressed by": r["addressed_by"],
-             "this profile": r["here"] or "not in this profile"} for r in lims.to_dict("records")]
+             "this profile": r["here"] or "not in this profile", "paper: what it ran": r["paper"]}
+            for r in lims.to_dict("records")]
     df = frame(rows, "limitation (App. A)")
-    df["paper: value"] = "not run (App. A)"
     return BookTable("limitations", "The paper's limitations (App. A) and the arm or analysis that addresses each", df,
                      "'paper.yaml only': the GPU profile holds the arm, this one does not (too costly here); 'no run "
                      "can address it here': it needs another model family, trained buyers or another algorithm.",
@@ -108,7 +108,7 @@ def limitations_table(lims: pd.DataFrame) -> BookTable:
 def seed_spread_table(spread: pd.DataFrame) -> BookTable:
     """Run-to-run spread of S across training seeds beside the scenario-sampling interval
     (:func:`negolib.analysis.limitations.seed_spread`)."""
-    rows = [{"run": r["run"], "read step": DASH if pd.isna(r["step"]) else int(r["step"]), "arms": r["arms"],
+    rows = [{"run": r["run"], "read step": int(r["step"]), "arms": r["arms"],
              "training seeds": int(r["n_seeds"]), "mean S": fmt_num(r["mean"]),
              "run-to-run SD": fmt_num(r["sd_seeds"]), "range": f"{fmt_num(r['min'])} to {fmt_num(r['max'])}",
              "scenario-sampling half-width (mean)": fmt_num(r["mean_half_width"]),
@@ -165,7 +165,7 @@ def self_play_split_table(sp: pd.DataFrame, params: Params, paper: Any = None) -
         rows.append({"seller": r["arm"], "buyer(s)": r["buyer"], "self-play": "yes" if r["self_play"] else "no",
                      "S": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=False),
                      "episodes": r["n_episodes"], "paper: S": fmt_num(pv) if pv is not None else DASH})
-    return BookTable("self_play_split", "Self-play split of the reference sellers", frame(rows),
+    return BookTable("self_play_split", "Self-play split of the reference sellers", frame(rows, "seller"),
                      "A buyer is the seller's own agent when backend, model, strategy and parameters match; 'no': S "
                      "with the self-play half dropped.", sp)
 
@@ -197,7 +197,7 @@ def matched_flops_table(mf: pd.DataFrame, params: Params, paper: Any = None) -> 
                      "matched FLOPs": "yes" if r["matched"] else "",
                      "gain over base": fmt_ci(r["gain"], r["ci_low"], r["ci_high"], signed=True),
                      "paper: S": fmt_paper(pv)})
-    return BookTable("matched_flops", "Matched FLOPs across sizes (App. I accounting)", frame(rows),
+    return BookTable("matched_flops", "Matched FLOPs across sizes (App. I accounting)", frame(rows, "arm"),
                      "FLOPs/step ∝ effective parameters at matched tokens per step (App. I); 'yes': the read nearest "
                      "the first size's shared-recipe budget. The paper compares sizes at matched steps.", mf)
 
