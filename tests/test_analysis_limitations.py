@@ -219,3 +219,23 @@ def test_accept_terms_and_extra_buyer_variants_play(tmp_path, profiles):
     panel = buyer_panel(an, ["boulware"])
     assert set(panel["buyer"]) == {"buyer_linear", "buyer_hardheaded", "buyer_tit_for_tat"}
     assert np.isfinite(panel["estimate"]).all()
+
+
+def test_paper_profile_holds_the_limitation_arms(profiles):
+    """paper.yaml: trained sellers with buyer-opens and fixed openings (none, best, the arm's own), three training
+    seeds of two runs, evaluation-scaffold runs, scripted sellers against the frontier buyers, a third buyer of
+    another family, accept-terms variants; the paper's 21-arm grid untouched."""
+    p = profiles["paper"]
+    trained_or_base = {a for a in p.arms if p.arms[a].backend in ("trained", "vllm")}
+    assert {"e2b_lr3_56", "g12b_lr3_56", "g31b_lr3_56"} <= set(p.beyond.buyer_opens) & trained_or_base
+    openings = {p.arms[a].opening for a in p.beyond.fixed_openings if p.arms[p.arms[a].inner].backend == "trained"}
+    assert {"none", "best", "0.741"} <= openings  # 0.741: the 12B 3x-LR arm's own opening (Table 2)
+    assert [r for r, run in p.training.runs.items() if len(run.seeds) >= 3] == ["e2b_lr3", "g12b_lr3"]
+    assert {r for r, run in p.training.runs.items() if run.scaffold == "evaluation"} == \
+        {"e2b_lr3_evalscaffold", "g12b_lr3_evalscaffold"}
+    assert set(p.scripted_arms()) >= {"fixed_offer", "boulware", "linear", "tit_for_tat", "hardheaded"}
+    assert all(p.is_lm(b) for b in p.evaluation.buyers)  # scripted sellers meet the frontier buyers
+    (third,) = p.beyond.extra_buyers
+    assert p.buyers[third].model.startswith("Qwen/") and p.beyond.extra_buyer_arms
+    assert "e2b_lr10_56" in p.beyond.accept_terms
+    assert len([a for a in p.arms if p.arms[a].paper_ref]) == 21
