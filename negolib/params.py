@@ -337,13 +337,11 @@ class BilateralGameParams:
 
 
 @dataclass(frozen=True)
-class MultiProductGameParams:
-    """The multi-product market (notebook 12): the scripted sellers' ``tournament`` against the buyer pool
-    (``seeds_per_tier``: seed clusters per market), the language model ``lm`` (``opponent``: the buyer agent it
-    trains and is evaluated against; ``eval_tiers``: the evaluation's markets, null: every market), ``train``
-    (false: the notebook evaluates the base model only, no GRPO) and ``grpo``, overrides of the game's GRPO recipe
-    (:class:`negolib.games.multi_product.training.MultiProductGRPOConfig`; its ``recipe`` key overrides the shared
-    :class:`~negolib.training.config.TrainConfig`), checked by :func:`recipe` when the notebook builds it."""
+class MarketGameParams:
+    """What the market games' sections share (see :class:`MultiProductGameParams`, :class:`MultiBuyerGameParams`):
+    the scripted sellers' ``tournament``, the language model ``lm``, ``train`` (false: the notebook evaluates the
+    base model only, no GRPO) and ``grpo``, overrides of the game's GRPO recipe; at least one seller, the opponent
+    one of the game's scripted buyers (``opponent_buyers``: the names an error gives), markets as strata."""
 
     tournament: GameTournament
     lm: GameLM
@@ -351,12 +349,24 @@ class MultiProductGameParams:
     grpo: dict[str, Any] = field(default_factory=dict)
 
     min_agents: ClassVar[int] = 1  # see BilateralGameParams
-    opponent_buyers: ClassVar[str | None] = "pool, picky"
+    opponent_buyers: ClassVar[str | None] = "pool"
     strata: ClassVar[str] = "market"
 
 
 @dataclass(frozen=True)
-class MultiBuyerGameParams:
+class MultiProductGameParams(MarketGameParams):
+    """The multi-product market (notebook 12): the scripted sellers' ``tournament`` against the buyer pool
+    (``seeds_per_tier``: seed clusters per market), the language model ``lm`` (``opponent``: the buyer agent it
+    trains and is evaluated against; ``eval_tiers``: the evaluation's markets, null: every market), ``train``
+    (false: the notebook evaluates the base model only, no GRPO) and ``grpo``, overrides of the game's GRPO recipe
+    (:class:`negolib.games.multi_product.training.MultiProductGRPOConfig`; its ``recipe`` key overrides the shared
+    :class:`~negolib.training.config.TrainConfig`), checked by :func:`recipe` when the notebook builds it."""
+
+    opponent_buyers: ClassVar[str | None] = "pool, picky"
+
+
+@dataclass(frozen=True)
+class MultiBuyerGameParams(MarketGameParams):
     """One seller, several buyers (notebook 11): the scripted sellers' ``tournament`` against the buyer pool
     (``seeds_per_tier``: seed clusters per market arm), the language model ``lm`` (``opponent``: the buyer-role
     agent it trains and is evaluated against, ``pool`` or one style; ``eval_tiers``: the evaluation's markets, null:
@@ -365,14 +375,7 @@ class MultiBuyerGameParams:
     evaluation's; its ``recipe`` key overrides the shared TrainConfig), checked by :func:`recipe` when the notebook
     builds it (errors name the dotted field, ``games.multi_buyer.grpo.recipe.max_steps``)."""
 
-    tournament: GameTournament
-    lm: GameLM
-    train: bool = True
-    grpo: dict[str, Any] = field(default_factory=dict)
-
-    min_agents: ClassVar[int] = 1  # see BilateralGameParams
     opponent_buyers: ClassVar[str | None] = "pool, or a style"
-    strata: ClassVar[str] = "market"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ a stratum (market, tier) given by name or config, :func:`check_seed` a seed; :fu
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 C = TypeVar("C")
 S = TypeVar("S")
@@ -48,6 +48,21 @@ class SeedBlocks:
         if not 0 < n <= len(self.validation):
             raise ValueError(f"n must be in 1..{len(self.validation)}, got {n}")
         return list(self.validation[:n])
+
+
+@dataclass(frozen=True)
+class MarketScenario:
+    """What a market game's scenario starts with: its market's name, its seed and the market's config; its key is
+    ``"market|seed"``. A game's scenario adds its draws as further fields."""
+
+    market: str
+    seed: int
+    config: Any = field(repr=False)
+
+    @property
+    def key(self) -> str:
+        """``"market|seed"``, the scenario key of records."""
+        return f"{self.market}|{self.seed}"
 
 
 def named_config(stratum: str | C, name: str | None, configs: Mapping[str, C], kind: type[C],

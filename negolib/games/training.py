@@ -23,6 +23,7 @@ import pandas as pd
 
 from negolib.agents.base import AgentReply
 from negolib.games.bilateral.agents import LMOptions
+from negolib.games.seeds import SeedBlocks
 from negolib.games.toolcalls import StructuredTurn, reply_turn
 from negolib.sampling import SamplingConfig
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
@@ -183,11 +184,11 @@ def agent_name(spec: str | Path) -> str:
     return s if ":" in s or not Path(s).expanduser().is_dir() else f"hf:{s}"
 
 
-def stage_seeds(n_seeds: int, offset: int, start: int, max_seeds: int) -> list[int]:
-    """``n_seeds`` reserved evaluation seeds from ``offset`` into the block of ``max_seeds`` seeds at ``start``."""
-    if n_seeds < 1 or offset < 0 or offset + n_seeds > max_seeds:
-        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {max_seeds}; got {n_seeds}, {offset}")
-    return [start + offset + i for i in range(n_seeds)]
+def stage_seeds(n_seeds: int, offset: int, blocks: SeedBlocks) -> list[int]:
+    """``n_seeds`` reserved evaluation seeds of ``blocks`` from ``offset`` into the evaluation block."""
+    if n_seeds < 1 or offset < 0 or offset + n_seeds > blocks.max_eval:
+        raise ValueError(f"need 1 <= n_seeds and offset + n_seeds <= {blocks.max_eval}; got {n_seeds}, {offset}")
+    return [blocks.eval_start + offset + i for i in range(n_seeds)]
 
 
 def stage_lm(sampling: SamplingConfig | None, max_new_tokens: int, seed: int, max_batch: int,

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from negolib.agents.anthropic_agent import OPENING_USER_TEXT, AnthropicAgent
 from negolib.agents.api_agent import ChatJob, Completion, RetryPolicy
@@ -216,6 +216,7 @@ class ToolChat(list):  # type: ignore[type-arg]
     its tool calls: the shared API machinery hands the chat, not the job, to ``request``."""
 
     calls: list[dict[str, Any]]
+    with_tools = True  # the reply carries the calls in ``extra["tool_calls"]``
 
     def __init__(self, messages: Chat) -> None:
         super().__init__(messages)
@@ -306,24 +307,24 @@ async def anthropic_tool_request(agent: AnthropicAgent, client: Any, messages: A
     return agent.completion(resp, text)
 
 
-class _ToolCalling:
-    """The bargaining side of an API agent: renders views as tool chats and hands the calls over."""
+class ToolWave:
+    """The game side of an API agent: renders each view as a :class:`ToolChat` (:meth:`tool_chat`), plays a wave
+    and hands the calls over, counting every reply in ``tool_stats``."""
 
-    tool_stats: ToolCallStats
+    tool_stats: TurnStats
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.tool_stats = ToolCallStats()
+    def tool_chat(self, view: Any) -> ToolChat:
+        raise NotImplementedError
 
-    def act_batch(self, views: Sequence[BargainView]) -> list[AgentReply]:
-        """One concurrent wave (the shared machinery: retries, rejected parameters, redaction); each successful
-        reply carries ``extra["tool_calls"]`` (possibly empty: a prose-only turn)."""
+    def act_batch(self, views: Sequence[Any]) -> list[AgentReply]:
+        """One concurrent wave (the shared machinery: retries, rejected parameters, redaction); with tools, each
+        successful reply carries ``extra["tool_calls"]`` (possibly empty: a prose-only turn)."""
         agent: Any = self
         chats: list[ToolChat | None] = []
         batch: list[ChatJob | BaseException] = []
         for v in views:
             try:
-                chat = ToolChat(chat_messages(v, "native"))
+                chat = self.tool_chat(v)
             except Exception as exc:  # noqa: BLE001 - one bad view must not sink the wave
                 chats.append(None)
                 batch.append(exc)
@@ -333,10 +334,23 @@ class _ToolCalling:
             batch.append(ChatJob(chat, {"seed": seed}))
         replies: list[AgentReply] = agent.complete_batch(batch)
         for view, chat, rep in zip(views, chats, replies):
-            if rep.error is None and chat is not None:
+            if rep.error is None and chat is not None and chat.with_tools:
                 rep.extra["tool_calls"] = list(chat.calls)
             rep.extra["parse_error"] = self.tool_stats.add(view, rep)
         return replies
+
+
+class _ToolCalling(ToolWave):
+    """The bargaining side of an API agent: renders views as tool chats and hands the calls over."""
+
+    tool_stats: ToolCallStats
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.tool_stats = ToolCallStats()
+
+    def tool_chat(self, view: BargainView) -> ToolChat:
+        return ToolChat(chat_messages(view, "native"))
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "game": "bilateral", "tools": "native"}  # type: ignore[misc]
@@ -392,28 +406,39 @@ class LMAgents:
     options: LMOptions = field(default_factory=LMOptions)
     models: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
+    hf_cls: ClassVar[type] = HFBargainer
+    openai_cls: ClassVar[type] = OpenAIBargainer
+    anthropic_cls: ClassVar[type] = AnthropicBargainer
+
+    def check_role(self, role: str) -> None:
+        """``ValueError`` for a role these agents do not play."""
+        if role not in ("seller", "buyer"):
+            raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
+
+    def agent_kw(self) -> dict[str, Any]:
+        """More keyword arguments of every agent built here."""
+        return {}
+
     def make(self, name: str, role: str, seed: int) -> Agent:
-        """The agent ``name`` for ``role``; ``ValueError`` for a name of another form or a missing model folder."""
+        """The agent ``name`` for ``role``; ``ValueError`` for a name of another form, a role it does not play or a
+        missing model folder."""
         parsed = split_name(name)
         if parsed is None:
             raise ValueError(f"{name!r} is not a language-model agent; forms: {', '.join(LM_FORMS)}")
-        if role not in ("seller", "buyer"):
-            raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
+        self.check_role(role)
         backend, arg = parsed
         o = self.options
         sampling = replace(o.sampling, seed=int(seed))
         label = f"{name}@{role}"
         if backend == "hf":
             model, tok = self._local(arg)
-            return HFBargainer(model, tok, sampling, name=label, max_batch=o.max_batch, prompt_cap=o.prompt_cap,
-                               model_name=arg, tool_format=o.tool_format)
+            return self.hf_cls(model, tok, sampling, name=label, max_batch=o.max_batch, prompt_cap=o.prompt_cap,
+                               model_name=arg, tool_format=o.tool_format, **self.agent_kw())
+        api = dict(sampling=sampling, max_concurrency=o.max_concurrency, retry=o.retry, seed=seed, arm=name,
+                   role=role, **self.agent_kw())
         if backend == "openai":
-            return OpenAIBargainer(label, arg, api_key_env=o.openai_key_env, base_url=o.openai_base_url,
-                                   sampling=sampling, max_concurrency=o.max_concurrency, retry=o.retry, seed=seed,
-                                   arm=name, role=role)
-        return AnthropicBargainer(label, arg, api_key_env=o.anthropic_key_env, base_url=o.anthropic_base_url,
-                                  sampling=sampling, max_concurrency=o.max_concurrency, retry=o.retry, seed=seed,
-                                  arm=name, role=role)
+            return self.openai_cls(label, arg, api_key_env=o.openai_key_env, base_url=o.openai_base_url, **api)
+        return self.anthropic_cls(label, arg, api_key_env=o.anthropic_key_env, base_url=o.anthropic_base_url, **api)
 
     def _local(self, path: str) -> tuple[Any, Any]:
         if path not in self.models:
@@ -425,5 +450,5 @@ class LMAgents:
 
 
 __all__ = ["AnthropicBargainer", "HFBargainer", "LMAgents", "LMOptions", "LM_FORMS", "OpenAIBargainer",
-           "ToolCallStats", "ToolChat", "TurnStats", "anthropic_messages", "anthropic_tool_request", "openai_messages",
-           "openai_tool_request", "render_prompt", "split_name", "template_supports_tools"]
+           "ToolCallStats", "ToolChat", "ToolWave", "TurnStats", "anthropic_messages", "anthropic_tool_request",
+           "openai_messages", "openai_tool_request", "render_prompt", "split_name", "template_supports_tools"]

@@ -16,14 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from negolib.games.seeds import SeedBlocks
+
 TIERS: dict[str, float] = {"10": 10.0, "100": 100.0, "1k": 1_000.0, "10k": 10_000.0, "100k": 100_000.0}
 """Price tier name -> scale in dollars."""
 COST_RANGE = (0.5, 1.5)
 VALUE_RANGE = (0.75, 2.0)
-TRAIN_SEED_BLOCK = range(0, 4096)
-VALIDATION_SEED_BLOCK = range(4096, 5000)
-EVAL_SEED_START = 5_000_000
-MAX_EVAL_SEEDS = 1000
+SEEDS = SeedBlocks()
+"""Seed blocks: training low, validation, evaluation reserved from 5,000,000 (shared by every tier)."""
+TRAIN_SEED_BLOCK, VALIDATION_SEED_BLOCK = SEEDS.train, SEEDS.validation
+EVAL_SEED_START, MAX_EVAL_SEEDS = SEEDS.eval_start, SEEDS.max_eval
+eval_seeds, train_seeds, validation_seeds = SEEDS.eval_seeds, SEEDS.train_seeds, SEEDS.validation_seeds
 _GAME_CODE = zlib.crc32(b"bilateral")
 
 
@@ -86,27 +89,6 @@ def parse_key(key: str) -> tuple[str, int]:
     if tier not in TIERS or not seed.isdigit():
         raise ValueError(f"not a bilateral scenario key: {key!r}")
     return tier, int(seed)
-
-
-def eval_seeds(n: int) -> list[int]:
-    """The reserved evaluation seeds (shared by every tier): 5,000,000 + i."""
-    if not 0 < n <= MAX_EVAL_SEEDS:
-        raise ValueError(f"n must be in 1..{MAX_EVAL_SEEDS}, got {n}")
-    return [EVAL_SEED_START + i for i in range(n)]
-
-
-def train_seeds(n: int, offset: int = 0) -> list[int]:
-    """``n`` training seeds from the low block, starting at ``offset``."""
-    if n < 0 or offset < 0 or offset + n > len(TRAIN_SEED_BLOCK):
-        raise ValueError(f"training seeds must lie in {TRAIN_SEED_BLOCK}, got offset={offset} n={n}")
-    return list(TRAIN_SEED_BLOCK[offset:offset + n])
-
-
-def validation_seeds(n: int) -> list[int]:
-    """``n`` seeds of the validation block (disjoint from training and evaluation)."""
-    if not 0 < n <= len(VALIDATION_SEED_BLOCK):
-        raise ValueError(f"n must be in 1..{len(VALIDATION_SEED_BLOCK)}, got {n}")
-    return list(VALIDATION_SEED_BLOCK[:n])
 
 
 def scenario_set(seeds: Iterable[int], tiers: Sequence[str] | None = None) -> list[BilateralScenario]:

@@ -33,8 +33,7 @@ from negolib.games.bilateral.metrics import outcomes_frame
 from negolib.games.bilateral.prompts import chat_messages
 from negolib.games.bilateral.protocol import StructuredTurn
 from negolib.games.bilateral.scenarios import (
-    EVAL_SEED_START,
-    MAX_EVAL_SEEDS,
+    SEEDS,
     TIERS,
     BilateralScenario,
     scenario_set,
@@ -485,7 +484,7 @@ COUNTS = ("ir_violations",)  # totals, without an interval
 
 def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
     """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
-    return shared.stage_seeds(n_seeds, offset, EVAL_SEED_START, MAX_EVAL_SEEDS)
+    return shared.stage_seeds(n_seeds, offset, SEEDS)
 
 
 def play_stages(stages: Mapping[str, str | Path], opponents: Sequence[str] = ("conceder",), n_seeds: int = 8,

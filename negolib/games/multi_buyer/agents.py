@@ -10,13 +10,13 @@ dropping the oldest own turns, tools through the chat template or as ``<tool_cal
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from negolib.agents.anthropic_agent import AnthropicAgent
-from negolib.agents.api_agent import ChatJob, Completion
-from negolib.agents.base import Agent, AgentReply
+from negolib.agents.api_agent import Completion
+from negolib.agents.base import AgentReply
 from negolib.agents.openai_agent import OpenAIAgent
 from negolib.games.bilateral.agents import (
     LM_FORMS,
@@ -24,6 +24,7 @@ from negolib.games.bilateral.agents import (
     LMAgents,
     LMOptions,
     ToolChat,
+    ToolWave,
     TurnStats,
     anthropic_tool_request,
     openai_tool_request,
@@ -35,7 +36,7 @@ from negolib.games.multi_buyer.prompts import chat_messages
 from negolib.games.multi_buyer.protocol import NO_CALL_ERROR, SellerAction, parse_seller_turn
 from negolib.games.multi_buyer.tools import anthropic_tools, seller_tools
 from negolib.games.toolcalls import reply_turn
-from negolib.sampling import SamplingConfig, derive_seed
+from negolib.sampling import SamplingConfig
 
 Chat = list[dict[str, Any]]
 
@@ -134,9 +135,10 @@ class MarketChat(ToolChat):
     def __init__(self, messages: Chat, tools: list[dict[str, Any]] | None = None) -> None:
         super().__init__(messages)
         self.tools = tools
+        self.with_tools = bool(tools)
 
 
-class _Speaking:
+class _Speaking(ToolWave):
     """The market side of an API agent: renders seller views in the game's speech and hands the calls over."""
 
     speech: Speech
@@ -147,29 +149,9 @@ class _Speaking:
         self.speech = speech
         self.tool_stats = speech.stats()
 
-    def act_batch(self, views: Sequence[Any]) -> list[AgentReply]:
-        """One concurrent wave (the shared machinery: retries, rejected parameters, redaction); with tools, each
-        successful reply carries ``extra["tool_calls"]`` (possibly empty)."""
-        agent: Any = self
-        chats: list[MarketChat | None] = []
-        batch: list[ChatJob | BaseException] = []
-        for v in views:
-            try:
-                tools = self.speech.tools(v) if self.speech.tools is not None else None
-                chat = MarketChat(self.speech.chat(v, "native" if tools else "text", 0), tools)
-            except Exception as exc:  # noqa: BLE001 - one bad view must not sink the wave
-                chats.append(None)
-                batch.append(exc)
-                continue
-            chats.append(chat)
-            seed = derive_seed(int(agent.sampling.seed or 0), [v.episode_id], [v.turn]) % 2**31
-            batch.append(ChatJob(chat, {"seed": seed}))
-        replies: list[AgentReply] = agent.complete_batch(batch)
-        for view, chat, rep in zip(views, chats, replies):
-            if rep.error is None and chat is not None and chat.tools:
-                rep.extra["tool_calls"] = list(chat.calls)
-            rep.extra["parse_error"] = self.tool_stats.add(view, rep)
-        return replies
+    def tool_chat(self, view: Any) -> MarketChat:
+        tools = self.speech.tools(view) if self.speech.tools is not None else None
+        return MarketChat(self.speech.chat(view, "native" if tools else "text", 0), tools)
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "game": self.speech.game, "protocol": self.speech.protocol,  # type: ignore[misc]
@@ -209,26 +191,16 @@ class SellerAgents(LMAgents):
         super().__init__(options or LMOptions())
         self.speech = speech
 
-    def make(self, name: str, role: str, seed: int) -> Agent:
-        """The seller ``name``; ``ValueError`` for a name of another form, another role or a missing model folder."""
-        parsed = split_name(name)
-        if parsed is None:
-            raise ValueError(f"{name!r} is not a language-model agent; forms: {', '.join(LM_FORMS)}")
+    hf_cls = HFSeller
+    openai_cls = OpenAISeller
+    anthropic_cls = AnthropicSeller
+
+    def check_role(self, role: str) -> None:
         if role != "seller":
             raise ValueError(f"{self.speech.game}: language-model agents play the seller, not the {role!r}")
-        backend, arg = parsed
-        o = self.options
-        sampling = replace(o.sampling, seed=int(seed))
-        label = f"{name}@{role}"
-        if backend == "hf":
-            model, tok = self._local(arg)
-            return HFSeller(model, tok, sampling, speech=self.speech, name=label, max_batch=o.max_batch,
-                            prompt_cap=o.prompt_cap, model_name=arg, tool_format=o.tool_format)
-        api = dict(speech=self.speech, sampling=sampling, max_concurrency=o.max_concurrency, retry=o.retry,
-                   seed=seed, arm=name, role=role)
-        if backend == "openai":
-            return OpenAISeller(label, arg, api_key_env=o.openai_key_env, base_url=o.openai_base_url, **api)
-        return AnthropicSeller(label, arg, api_key_env=o.anthropic_key_env, base_url=o.anthropic_base_url, **api)
+
+    def agent_kw(self) -> dict[str, Any]:
+        return {"speech": self.speech}
 
 
 __all__ = ["LM_FORMS", "SPEECH", "AnthropicSeller", "HFSeller", "LMOptions", "MarketChat", "OpenAISeller",

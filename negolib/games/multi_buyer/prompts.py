@@ -92,23 +92,34 @@ def _standing(view: SellerView, k: int) -> str:
     return f"{buyer_id(k)} asked {'once' if asked == 1 else f'{asked} times'}, last answer: {last}{best}"
 
 
+def seller_turn_message(view: Any, unit: str, no_effect: str, body: list[str]) -> str:
+    """A market seller's turn message: the turn count in ``unit`` (turn, message), why the last one had no effect
+    (``no_effect``: "had no effect", "was refused"), the market's ``body`` lines, and a last-turn warning."""
+    lines = [f"Turn {view.turn} of {view.turn_budget}: {view.turns_left} of your {unit}s left, this one included."]
+    if view.last_error is not None:
+        lines.append(f"Your last {unit} {no_effect}: {view.last_error}.")
+    lines += body
+    if view.turns_left == 1:
+        lines.append(f"This is your last {unit}.")
+    return "\n".join(lines)
+
+
+def check_past_turn(view: Any, turn: int) -> None:
+    """``ValueError`` unless ``turn`` is one of the view's turns so far (1 .. ``view.turn``)."""
+    if not 1 <= turn <= view.turn:
+        raise ValueError(f"turn must be in [1, {view.turn}], got {turn}")
+
+
 def turn_message(view: SellerView) -> str:
     """The user message that asks the seller for its turn ``view.turn``."""
-    lines = [f"Turn {view.turn} of {view.turn_budget}: {view.turns_left} of your turns left, this one included."]
-    if view.last_error is not None:
-        lines.append(f"Your last turn had no effect: {view.last_error}.")
-    if view.n_items > 1:
-        lines.append(f"Items left: {view.items_left} of {view.n_items}.")
-    lines.append("Buyers: " + "; ".join(_standing(view, k) for k in range(view.n_buyers)) + ".")
-    if view.turns_left == 1:
-        lines.append("This is your last turn.")
-    return "\n".join(lines)
+    items = [f"Items left: {view.items_left} of {view.n_items}."] if view.n_items > 1 else []
+    return seller_turn_message(view, "turn", "had no effect", [
+        *items, "Buyers: " + "; ".join(_standing(view, k) for k in range(view.n_buyers)) + "."])
 
 
 def past_view(view: SellerView, turn: int) -> SellerView:
     """The view the seller had when asked for its earlier turn ``turn`` (threads, sales and refusals before it)."""
-    if not 1 <= turn <= view.turn:
-        raise ValueError(f"turn must be in [1, {view.turn}], got {turn}")
+    check_past_turn(view, turn)
     threads = tuple(tuple(e for e in t if e.turn < turn) for t in view.threads)
     bought = tuple(any(e.role == "buyer" and e.action == ACCEPT_OFFER for e in t) for t in threads)
     refused, last = refusals_before(view.refused, turn)

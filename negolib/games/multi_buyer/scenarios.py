@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from negolib.games.seeds import ScenarioSets, SeedBlocks, check_seed, named_config
+from negolib.games.seeds import MarketScenario, ScenarioSets, SeedBlocks, check_seed, named_config
 
 TRAIN_STYLES: tuple[str, ...] = ("eager", "steady", "tough")
 """The buyer styles the seller is trained against (the training pool)."""
@@ -106,21 +106,13 @@ _GAME_CODE = zlib.crc32(b"multi_buyer")
 
 
 @dataclass(frozen=True)
-class MultiBuyerScenario:
+class MultiBuyerScenario(MarketScenario):
     """One market instance: its name and seed, the config, the seller's cost and each buyer's budget and style
     (dollars, to the cent). Buyers are ``buyer_1`` .. ``buyer_N`` in order."""
 
-    market: str
-    seed: int
-    config: MarketConfig = field(repr=False)
     cost: float
     budgets: tuple[float, ...]
     styles: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        """``"market|seed"``, the scenario key of records."""
-        return f"{self.market}|{self.seed}"
 
     @property
     def n_buyers(self) -> int:

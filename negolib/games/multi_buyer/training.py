@@ -31,9 +31,8 @@ from negolib.games.multi_buyer.game import MultiBuyerGame
 from negolib.games.multi_buyer.metrics import outcomes_frame
 from negolib.games.multi_buyer.prompts import chat_messages
 from negolib.games.multi_buyer.scenarios import (
-    EVAL_SEED_START,
     MARKETS,
-    MAX_EVAL_SEEDS,
+    SEEDS,
     TRAIN_MARKETS,
     MultiBuyerScenario,
     make_scenario,
@@ -241,7 +240,7 @@ COUNTS = ("overshoots",)  # totals, without an interval
 
 def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
     """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
-    return shared.stage_seeds(n_seeds, offset, EVAL_SEED_START, MAX_EVAL_SEEDS)
+    return shared.stage_seeds(n_seeds, offset, SEEDS)
 
 
 def play_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = ("base",), n_seeds: int = 8,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from negolib.games.bilateral.prompts import money
-from negolib.games.multi_buyer.prompts import refusals_before
+from negolib.games.multi_buyer.prompts import check_past_turn, refusals_before, seller_turn_message
 from negolib.games.multi_product.env import SellerView, ThreadEntry
 from negolib.games.multi_product.protocol import ACCEPT, DECLINE, MAX_MESSAGE_CHARS, Offer, format_message
 from negolib.games.multi_product.scenarios import buyer_id, product_id
@@ -61,24 +61,17 @@ def system_prompt(view: SellerView) -> str:
 
 def turn_message(view: SellerView) -> str:
     """The user message that asks the seller for its message ``view.turn``."""
-    lines = [f"Turn {view.turn} of {view.turn_budget}: {view.turns_left} of your messages left, this one included."]
-    if view.last_error is not None:
-        lines.append(f"Your last message was refused: {view.last_error}.")
     sales = [f"{product_id(k)} to {buyer_id(m)}" for k, m in enumerate(view.sold_to) if m is not None]
-    lines.append("Sold: " + (", ".join(sales) if sales else "nothing yet") + ".")
     products = [product_id(k) for k, m in enumerate(view.sold_to) if m is None]
     buyers = [buyer_id(m) for m, k in enumerate(view.bought) if k is None]
-    lines.append(f"Open products: {', '.join(products) or 'none'}. Buyers who have not bought: "
-                 f"{', '.join(buyers) or 'none'}.")
-    if view.turns_left == 1:
-        lines.append("This is your last message.")
-    return "\n".join(lines)
+    return seller_turn_message(view, "message", "was refused", [
+        "Sold: " + (", ".join(sales) if sales else "nothing yet") + ".",
+        f"Open products: {', '.join(products) or 'none'}. Buyers who have not bought: {', '.join(buyers) or 'none'}."])
 
 
 def past_view(view: SellerView, turn: int) -> SellerView:
     """The view the seller had when asked for its earlier message ``turn`` (threads, sales, refusals before it)."""
-    if not 1 <= turn <= view.turn:
-        raise ValueError(f"turn must be in [1, {view.turn}], got {turn}")
+    check_past_turn(view, turn)
     threads = tuple(tuple(e for e in t if e.turn < turn) for t in view.threads)
     sold_to: list[int | None] = [None] * view.n_products
     bought: list[int | None] = [None] * view.n_buyers

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from negolib.games.multi_buyer.scenarios import buyer_id as buyer_id  # the same names in both markets
 from negolib.games.multi_product.oracle import Assignment, best_assignment
-from negolib.games.seeds import ScenarioSets, SeedBlocks, check_seed, named_config
+from negolib.games.seeds import MarketScenario, ScenarioSets, SeedBlocks, check_seed, named_config
 
 LIST_RANGE = (0.8, 1.6)
 """A product's public list price, uniform in this range times the market's scale."""
@@ -83,21 +83,13 @@ def product_id(index: int) -> str:
 
 
 @dataclass(frozen=True)
-class MultiProductScenario:
+class MultiProductScenario(MarketScenario):
     """One market instance (dollars, to the cent): public ``list_prices``, the seller's ``costs`` (one per product)
     and ``valuations[m][k]``, buyer m's value of product k."""
 
-    market: str
-    seed: int
-    config: MarketConfig = field(repr=False)
     list_prices: tuple[float, ...]
     costs: tuple[float, ...]
     valuations: tuple[tuple[float, ...], ...]
-
-    @property
-    def key(self) -> str:
-        """``"market|seed"``, the scenario key of records."""
-        return f"{self.market}|{self.seed}"
 
     @property
     def n_products(self) -> int:

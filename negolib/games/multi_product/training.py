@@ -26,9 +26,8 @@ from negolib.games.multi_product.game import MultiProductGame
 from negolib.games.multi_product.metrics import outcomes_frame
 from negolib.games.multi_product.prompts import chat_messages
 from negolib.games.multi_product.scenarios import (
-    EVAL_SEED_START,
     MARKETS,
-    MAX_EVAL_SEEDS,
+    SEEDS,
     TRAIN_MARKETS,
     scenario_set,
     train_seeds,
@@ -203,7 +202,7 @@ share of episodes with a sale."""
 
 def stage_seeds(n_seeds: int, offset: int = EVAL_OFFSET) -> list[int]:
     """``n_seeds`` reserved evaluation seeds from ``offset`` into the block."""
-    return shared.stage_seeds(n_seeds, offset, EVAL_SEED_START, MAX_EVAL_SEEDS)
+    return shared.stage_seeds(n_seeds, offset, SEEDS)
 
 
 def episodes_frame(records: Sequence[Mapping[str, Any]], stage: str, buyer: str) -> pd.DataFrame:
