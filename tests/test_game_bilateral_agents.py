@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from game_helpers import check_failed_request, check_key_kept, play_api_seller
 from servers import ChatReply, ChatRequest, ChatServer, Fault, tool_responder
 
 from negolib.agents.api_agent import RetryPolicy
@@ -42,7 +43,7 @@ from negolib.games.bilateral.scripted import make_scripted
 from negolib.games.bilateral.tools import anthropic_tools, openai_tools
 from negolib.models import tiny_causal_lm
 from negolib.sampling import SamplingConfig
-from negolib.secrets import REDACTED, MissingKeyError
+from negolib.secrets import MissingKeyError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -424,20 +425,13 @@ def seller_bot(req: ChatRequest) -> ChatReply:
 
 @pytest.mark.parametrize("api", APIS)
 def test_an_api_seller_plays_whole_episodes_through_the_game(api, monkeypatch, capsys, tmp_path):
-    prefix = "OPENAI" if api == "openai" else "ANTHROPIC"
-    monkeypatch.setenv(f"{prefix}_API_KEY", SENTINEL)
     game = BilateralGame(lm=LMOptions(retry=FAST))
     scenarios = game.tournament_scenarios(1)  # one seed in each of the five tiers
     # the $100k episode meets a provider that echoes the key in a 401: that episode only fails
-    with ChatServer(api, responder=seller_bot, faults=[Fault("401", count=None, match="$100,000.00")]) as srv:
-        monkeypatch.setenv(f"{prefix}_BASE_URL", srv.base_url)
-        seller = game.make_agent(f"{api}:test-model", "seller", 0)
-        assert isinstance(seller, OpenAIBargainer if api == "openai" else AnthropicBargainer)
-        records = game.play(seller, game.make_agent("linear", "buyer", 0), scenarios, seed=0)
-    print(records, seller.settings(), repr(seller), vars(seller))
+    seller, records, srv = play_api_seller(monkeypatch, game, api, seller_bot, "$100,000.00", "linear", scenarios,
+                                           OpenAIBargainer if api == "openai" else AnthropicBargainer, SENTINEL)
     ok, failed = records[:4], records[4]
-    assert failed["status"] == "error" and "401" in failed["error"] and REDACTED in failed["error"]
-    assert not game.payoffs(failed).valid
+    check_failed_request(game, failed)
     for rec in ok:
         turns, out = rec["turns"], rec["outcome"]
         assert rec["status"] == "deal" and out["closed_by"] == "seller" and len(turns) == 5
@@ -448,14 +442,7 @@ def test_an_api_seller_plays_whole_episodes_through_the_game(api, monkeypatch, c
     assert seller.tool_stats.calls == 12 and seller.tool_stats.failed == 1
     for body in srv.stats.bodies:  # every request offered the tools and held a valid native conversation
         assert body["tools"] and _valid_conversation(api, body["messages"])
-    assert any(SENTINEL in a for a in srv.stats.auth)  # the key was sent, and goes nowhere else
-    (tmp_path / "records.json").write_text(json.dumps(records))
-    (tmp_path / "settings.json").write_text(json.dumps(seller.settings()))
-    printed = capsys.readouterr()
-    assert "deal" in printed.out
-    for text in (printed.out, printed.err, (tmp_path / "records.json").read_text(),
-                 (tmp_path / "settings.json").read_text(), repr(seller)):
-        assert SENTINEL not in text
+    check_key_kept(SENTINEL, srv, records, seller, capsys, tmp_path, "deal")
 
 
 def _valid_conversation(api: str, messages: list[dict[str, Any]]) -> bool:

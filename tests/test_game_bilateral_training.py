@@ -4,7 +4,6 @@ trainer on the game's episode adapter, and the three-stage evaluation frame (tin
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from negolib.chat_template import derive_turn_tags, encode_chat, encode_text, strip_template_tags  # noqa: E402
+from game_helpers import PlanGenerator, one_step, one_step_recipe, save_tiny_base, spied_grpo  # noqa: E402
+
+from negolib.chat_template import derive_turn_tags, encode_chat, strip_template_tags  # noqa: E402
 from negolib.games.bilateral.agents import HFBargainer, LMOptions  # noqa: E402
 from negolib.games.bilateral.env import BilateralConfig, Episode  # noqa: E402
 from negolib.games.bilateral.game import BilateralGame  # noqa: E402
@@ -40,7 +41,7 @@ from negolib.games.bilateral.training import (  # noqa: E402
 )
 from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 from negolib.tournament import run_tournament  # noqa: E402
-from negolib.training.rollout import Generation, RolloutEngine, RolloutLimits  # noqa: E402
+from negolib.training.rollout import RolloutEngine, RolloutLimits  # noqa: E402
 
 torch.set_num_threads(1)
 ZONE = make_scenario("1k", 9)  # cost 1066.97, value 1706.00: the conceder's first offer (value / 2) is below cost
@@ -166,11 +167,7 @@ def test_sft_tokens_mask_exactly_the_assistant_turns(matches):
 
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory):
-    model, tok = tiny_causal_lm(seed=0)
-    path = tmp_path_factory.mktemp("tiny-base")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_base(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -197,18 +194,6 @@ def test_sft_lowers_the_loss_and_the_model_loads_as_an_hf_agent(sft):
     (rec,) = game.play(agent, game.make_agent("conceder", "buyer", 0), [ZONE], 0)
     assert rec["status"] != "error" and rec["turns"][0]["role"] == "seller"
 
-
-class PlanGenerator:
-    """Seller turns from a plan: call k (the seller's turn k + 1) answers ``plan[min(k, len(plan) - 1)]``."""
-
-    def __init__(self, tok, tags, plan):
-        self.tok, self.tags, self.plan, self.calls = tok, tags, plan, 0
-
-    def generate(self, contexts, budgets):
-        text = self.plan[min(self.calls, len(self.plan) - 1)]
-        self.calls += 1
-        ids = encode_text(self.tok, text) + [self.tags.stop_ids[0]]
-        return [Generation(list(ids), [-0.1] * len(ids), True) for _ in contexts]
 
 
 def test_rollout_rewards_follow_the_games_payoff_rule():
@@ -249,47 +234,20 @@ def test_rollout_rewards_follow_the_games_payoff_rule():
 
 GRPO_CONFIG = BilateralGRPOConfig(  # training seeds 3 (a zone) and 4 (none) of the $1k tier
     tiers=("1k",), train_seeds_per_tier=2, train_seed_offset=3,
-    recipe=replace(default_recipe(), scenarios_per_step=2, rollouts_per_scenario=2, micro_batch_size=4, max_steps=1,
-                   save_every=1, max_new_tokens=12, max_prompt_tokens=4096, max_context_tokens=8192,
-                   learning_rate=1e-3, seed=3))
+    recipe=one_step_recipe(default_recipe()))
 
 
 @pytest.fixture(scope="module")
 def grpo_run(sft, tmp_path_factory):
     """One GRPO step of the SFT model through run_grpo (-> the shared train() and build_run), with spies on the
     engines the trainer builds, the batches they play and what TRL receives."""
-    from negolib.training import grpo
-    from negolib.training.rollout import RolloutBatch
-
     _, res = sft
-    engines, batches, outputs = [], [], []
-    real_engine, real_play, real_output = grpo.EngineFactory.engine, RolloutEngine.play, RolloutBatch.trl_output
-
-    def engine(self, *a, **k):
-        engines.append(real_engine(self, *a, **k))
-        return engines[-1]
-
-    def play(self, *a, **k):
-        batches.append(real_play(self, *a, **k))
-        return batches[-1]
-
-    def trl_output(self):
-        outputs.append(real_output(self))
-        return outputs[-1]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(grpo.EngineFactory, "engine", engine)
-        mp.setattr(RolloutEngine, "play", play)
-        mp.setattr(RolloutBatch, "trl_output", trl_output)
-        result = run_grpo(res.model_dir, tmp_path_factory.mktemp("grpo") / "run", GRPO_CONFIG, resume=False)
-    return result, engines, batches, outputs
+    out = tmp_path_factory.mktemp("grpo") / "run"
+    return spied_grpo(lambda: run_grpo(res.model_dir, out, GRPO_CONFIG, resume=False))
 
 
 def test_one_grpo_step_on_the_bilateral_adapter(grpo_run):
-    result, engines, batches, outputs = grpo_run
-    (eng,) = engines
-    (batch,) = batches
-    (out,) = outputs
+    result, eng, batch, out = one_step(grpo_run)
     tok, tags = eng.tokenizer, eng.tags
     assert eng.role == "seller" and eng.render is render and set(eng.buyers) == {"conceder"}
     assert len(batch.trajectories) == 4 and out["env_mask"] == [t.env_mask for t in batch.trajectories]

@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from servers import ChatReply, ChatRequest, ChatServer, Fault, tool_responder, turn_responder
+from game_helpers import check_failed_request, check_key_kept, play_api_seller
+from servers import ChatReply, ChatRequest, ChatServer, tool_responder, turn_responder
 from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE, ForcedHF
 from test_game_bilateral_agents import Recording as BilateralRecording
 
@@ -56,7 +57,7 @@ from negolib.games.multi_product.sellers import make_seller as mp_seller
 from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, reply_turn
 from negolib.models import tiny_causal_lm
 from negolib.sampling import SamplingConfig
-from negolib.secrets import REDACTED, MissingKeyError
+from negolib.secrets import MissingKeyError
 from negolib.tournament import run_tournament
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -498,24 +499,17 @@ def mp_bot(req: ChatRequest) -> ChatReply:
 @pytest.mark.parametrize("market", ["multi_buyer", "multi_product"])
 @pytest.mark.parametrize("api", APIS)
 def test_an_api_seller_plays_whole_markets_through_the_game(market, api, monkeypatch, capsys, tmp_path):
-    prefix = "OPENAI" if api == "openai" else "ANTHROPIC"
-    monkeypatch.setenv(f"{prefix}_API_KEY", SENTINEL)
     game = get_game(market)
     game = type(game)(["base"], lm=LMOptions(retry=FAST))
     scenarios = game.tournament_scenarios(3)
     failing = f"Your cost is {money(scenarios[2].cost)}" if market == "multi_buyer" else \
         f"your cost {money(scenarios[2].costs[0])}"
     # the third market meets a provider that echoes the key in a 401: that episode only fails
-    with ChatServer(api, responder=mb_bot if market == "multi_buyer" else mp_bot,
-                    faults=[Fault("401", count=None, match=failing)]) as srv:
-        monkeypatch.setenv(f"{prefix}_BASE_URL", srv.base_url)
-        seller = game.make_agent(f"{api}:test-model", "seller", 0)
-        assert isinstance(seller, OpenAISeller if api == "openai" else AnthropicSeller)
-        records = game.play(seller, game.make_agent("pool", "buyer", 0), scenarios, seed=0)
-    print(records, seller.settings(), repr(seller), vars(seller))
+    seller, records, srv = play_api_seller(monkeypatch, game, api, mb_bot if market == "multi_buyer" else mp_bot,
+                                           failing, "pool", scenarios,
+                                           OpenAISeller if api == "openai" else AnthropicSeller, SENTINEL)
     ok, failed = records[:2], records[2]
-    assert failed["status"] == "error" and "401" in failed["error"] and REDACTED in failed["error"]
-    assert not game.payoffs(failed).valid
+    check_failed_request(game, failed)
     for rec in ok:
         out = rec["outcome"]
         assert rec["status"] in ("deal", "no_deal") and game.payoffs(rec).valid
@@ -528,14 +522,7 @@ def test_an_api_seller_plays_whole_markets_through_the_game(market, api, monkeyp
     assert seller.tool_stats.failed == 1 and seller.tool_stats.bad_parses == 0
     for body in srv.stats.bodies:
         assert ("tools" in body) is (market == "multi_buyer")
-    assert any(SENTINEL in a for a in srv.stats.auth)  # the key was sent, and goes nowhere else
-    (tmp_path / "records.json").write_text(json.dumps(records))
-    (tmp_path / "settings.json").write_text(json.dumps(seller.settings()))
-    printed = capsys.readouterr()
-    assert "status" in printed.out
-    for text in (printed.out, printed.err, (tmp_path / "records.json").read_text(),
-                 (tmp_path / "settings.json").read_text(), repr(seller)):
-        assert SENTINEL not in text
+    check_key_kept(SENTINEL, srv, records, seller, capsys, tmp_path, "status")
 
 
 # -- agents by name ----------------------------------------------------------------------------------------------

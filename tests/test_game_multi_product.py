@@ -11,12 +11,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import pytest
+from game_helpers import check_seed_blocks, registered_game
 
 from negolib.agents.base import AgentReply
 from negolib.cli import main
-from negolib.games import REGISTRY, get_game
+from negolib.games import REGISTRY
 from negolib.games.base import Game, Payoffs, UnknownAgent
-from negolib.games.multi_product import MultiProductGame
+from negolib.games.multi_product import MultiProductGame, scenarios
 from negolib.games.multi_product.buyers import RULES, ScriptedBuyers
 from negolib.games.multi_product.env import BuyerView, Episode, SellerView, ThreadEntry
 from negolib.games.multi_product.metrics import market_metrics, outcomes_frame
@@ -34,15 +35,12 @@ from negolib.games.multi_product.scenarios import (
     EVAL_MARKETS,
     LIST_RANGE,
     MARKETS,
-    TRAIN_SEED_BLOCK,
-    VALIDATION_SEED_BLOCK,
     MarketConfig,
     MultiProductScenario,
     eval_seeds,
     evaluation_set,
     make_scenario,
     parse_key,
-    train_seeds,
 )
 from negolib.games.multi_product.sellers import SELLERS, make_seller
 from negolib.tournament import run_tournament
@@ -59,9 +57,7 @@ HAND = MultiProductScenario("t", 1, MarketConfig(n_products=2, n_buyers=3, turn_
 
 @pytest.fixture(scope="module")
 def game() -> MultiProductGame:
-    g = get_game("multi_product")
-    assert isinstance(g, MultiProductGame)
-    return g
+    return registered_game("multi_product", MultiProductGame)
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +102,9 @@ def test_correlated_valuations_are_correlated_within_a_buyer():
 
 
 def test_seed_blocks_keys_and_bad_inputs():
-    assert set(train_seeds(len(TRAIN_SEED_BLOCK))).isdisjoint(VALIDATION_SEED_BLOCK)
-    assert min(eval_seeds(1000)) > max(VALIDATION_SEED_BLOCK)
-    assert parse_key("large|5000003") == ("large", 5000003)
+    check_seed_blocks(scenarios, "large|5000003")
     with pytest.raises(ValueError):
         parse_key("large")
-    with pytest.raises(ValueError, match="unknown market"):
-        make_scenario("mars", 1)
     for kw in ({"n_products": 0}, {"n_buyers": 51}, {"turn_budget": 0}, {"rho": 1.5}, {"scale": -1.0}):
         with pytest.raises(ValueError):
             MarketConfig(**kw)

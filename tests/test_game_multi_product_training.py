@@ -13,7 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from negolib.chat_template import derive_turn_tags, encode_text, strip_template_tags  # noqa: E402
+from game_helpers import PlanGenerator, one_step, one_step_recipe, save_tiny_base, spied_grpo  # noqa: E402
+
+from negolib.chat_template import derive_turn_tags, strip_template_tags  # noqa: E402
 from negolib.games.multi_product import MultiProductGame  # noqa: E402
 from negolib.games.multi_product.env import Episode  # noqa: E402
 from negolib.games.multi_product.metrics import market_metrics  # noqa: E402
@@ -33,8 +35,8 @@ from negolib.games.multi_product.training import (  # noqa: E402
     scenario_items,
     stage_table,
 )
-from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
-from negolib.training.rollout import Generation, RolloutEngine, RolloutLimits  # noqa: E402
+from negolib.models import tiny_tokenizer  # noqa: E402
+from negolib.training.rollout import RolloutEngine, RolloutLimits  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -58,18 +60,6 @@ def expected_reward(rec: dict) -> float:
     refused = out["bad_parses"] + sum(out["violations"].values())
     return MultiProductGame().payoffs(rec).seller - 0.05 * refused / out["seller_turns"]
 
-
-class PlanGenerator:
-    """Seller messages from a plan: call k answers ``plan[min(k, len(plan) - 1)]`` for every context."""
-
-    def __init__(self, tok, tags, plan):
-        self.tok, self.tags, self.plan, self.calls = tok, tags, plan, 0
-
-    def generate(self, contexts, budgets):
-        text = self.plan[min(self.calls, len(self.plan) - 1)]
-        self.calls += 1
-        ids = encode_text(self.tok, text) + [self.tags.stop_ids[0]]
-        return [Generation(list(ids), [-0.1] * len(ids), True) for _ in contexts]
 
 
 def play_plan(plan: list[str]):
@@ -129,55 +119,23 @@ def test_reward_and_grpo_configs_reject_bad_values():
 
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory):
-    model, tok = tiny_causal_lm(seed=0)
-    path = tmp_path_factory.mktemp("tiny-base")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_base(tmp_path_factory)
 
 
 GRPO_CONFIG = MultiProductGRPOConfig(  # two training markets of the small size (2 products, 3 buyers, 6 messages)
     markets=("small",), train_seeds_per_market=2,
-    recipe=replace(default_recipe(), scenarios_per_step=2, rollouts_per_scenario=2, micro_batch_size=4, max_steps=1,
-                   save_every=1, max_new_tokens=12, max_prompt_tokens=4096, max_context_tokens=8192,
-                   max_rollout_turns=6, learning_rate=1e-3, seed=3))
+    recipe=one_step_recipe(default_recipe(), max_rollout_turns=6))
 
 
 @pytest.fixture(scope="module")
 def grpo_run(base_dir, tmp_path_factory):
     """One GRPO step of the tiny model through run_grpo (-> the shared train() and build_run), with spies on the
     engine the trainer builds, the batch it plays and what TRL receives."""
-    from negolib.training import grpo
-    from negolib.training.rollout import RolloutBatch
-
-    engines, batches, outputs = [], [], []
-    real_engine, real_play, real_output = grpo.EngineFactory.engine, RolloutEngine.play, RolloutBatch.trl_output
-
-    def engine(self, *a, **k):
-        engines.append(real_engine(self, *a, **k))
-        return engines[-1]
-
-    def play(self, *a, **k):
-        batches.append(real_play(self, *a, **k))
-        return batches[-1]
-
-    def trl_output(self):
-        outputs.append(real_output(self))
-        return outputs[-1]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(grpo.EngineFactory, "engine", engine)
-        mp.setattr(RolloutEngine, "play", play)
-        mp.setattr(RolloutBatch, "trl_output", trl_output)
-        result = run_grpo(base_dir, tmp_path_factory.mktemp("grpo") / "run", GRPO_CONFIG, resume=False)
-    return result, engines, batches, outputs
+    return spied_grpo(lambda: run_grpo(base_dir, tmp_path_factory.mktemp("grpo") / "run", GRPO_CONFIG, resume=False))
 
 
 def test_one_grpo_step_on_the_multi_product_adapter(grpo_run):
-    result, engines, batches, outputs = grpo_run
-    (eng,) = engines
-    (batch,) = batches
-    (out,) = outputs
+    result, eng, batch, out = one_step(grpo_run)
     tok, tags = eng.tokenizer, eng.tags
     assert eng.role == "seller" and eng.render is render and set(eng.buyers) == {"pool"}
     assert len(batch.trajectories) == 4 and out["env_mask"] == [t.env_mask for t in batch.trajectories]
