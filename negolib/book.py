@@ -31,6 +31,7 @@ from typing import Any
 
 from negolib.agents.factory import ModelCache
 from negolib.analysis.arms import compute_results
+from negolib.analysis.contrasts import held_out_contrasts, held_out_extension_trigger
 from negolib.book_progress import CellHeartbeat
 from negolib.cost import Price
 from negolib.evaluation import DeviationLog, check_protocol_hashes, evaluate_arms, load_protocol, protocol_hash
@@ -89,6 +90,12 @@ class BookPaths:
         return self.root / "transcripts" / "beyond.jsonl"
 
     @property
+    def held_out_extension_transcripts(self) -> Path:
+        """App. C's held-out-panel extension (the held-out domain on the next block of evaluation seeds), kept
+        apart from the main evaluation's transcripts under its own frozen protocol (notebook 04 writes it)."""
+        return self.root / "transcripts" / "held_out_extension.jsonl"
+
+    @property
     def training(self) -> Path:
         return self.root / "training"
 
@@ -106,6 +113,12 @@ class BookPaths:
         """The frozen evaluation protocol: notebook 04 writes it, 08 and the runner's checks read it (its
         deviation log lies beside it, :meth:`negolib.evaluation.DeviationLog.for_protocol`)."""
         return self.evaluation / "protocol.yaml"
+
+    @property
+    def held_out_extension_protocol(self) -> Path:
+        """The held-out-panel extension's own frozen protocol
+        (:func:`negolib.evaluation.held_out_extension_protocol`), with its deviation log beside it."""
+        return self.evaluation / "held_out_extension.yaml"
 
     @property
     def pilot_log(self) -> Path:
@@ -224,6 +237,19 @@ class Book:
         """:class:`negolib.analysis.arms.Results` of the evaluation transcripts (estimates and contrasts)."""
         return compute_results(self.episodes(), self.params)
 
+    def held_out_extension_trigger(self) -> Any:
+        """App. C's extension trigger evaluated on the main evaluation's held-out gains
+        (:func:`negolib.analysis.contrasts.held_out_extension_trigger`; read it with ``extension_fires``)."""
+        df = self.episodes()
+        held = held_out_contrasts(df, self.params) if not df.empty else None
+        return held_out_extension_trigger(held, self.params)
+
+    def held_out_extension_episodes(self, include_errors: bool = False) -> Any:
+        """The episode table of the held-out-panel extension (empty when it has not run), every record checked
+        against the extension's own frozen protocol."""
+        return episodes_frame(self._checked_records(self.paths.held_out_extension_transcripts,
+                                                    self.paths.held_out_extension_protocol, include_errors))
+
     def ready_arms(self, arms: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
         """(arms that can play now, {arm: why not}) -- a trained arm needs its checkpoint."""
         ready, missing = [], {}
@@ -284,9 +310,12 @@ class Book:
         names the record's arm (:func:`negolib.evaluation.check_protocol_hashes`); before it exists,
         one file may not mix protocols (:meth:`negolib.transcripts.TranscriptStore.records`)."""
         path = self.paths.beyond_transcripts if beyond else self.paths.transcripts
+        return self._checked_records(path, self.paths.protocol, include_errors)
+
+    @staticmethod
+    def _checked_records(path: Path, protocol_file: Path, include_errors: bool) -> list[dict[str, Any]]:
         if not path.exists():
             return []
-        protocol_file = self.paths.protocol
         if not protocol_file.is_file():
             return TranscriptStore(path).records(include_errors)
         recs = TranscriptStore(path).records(include_errors, mixed_protocols=True)

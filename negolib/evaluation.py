@@ -32,7 +32,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -502,6 +502,33 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
                     source=str(params.source))
 
 
+HELD_OUT_EXTENSION = "held_out_extension"
+"""The name suffix of App. C's held-out-panel extension protocol (:func:`held_out_extension_protocol`)."""
+
+
+def held_out_extension_protocol(protocol: Protocol) -> Protocol:
+    """App. C's prespecified extension of ``protocol``: double the held-out panel [App. C, K].
+
+    The held-out domain alone, on the next block of reserved evaluation seeds, as many again as the main panel
+    (``seeds.start + seeds.n`` on, ``seeds.n`` of them; an arm on a declared subset plays its ``n_seeds`` of the
+    new block, as many again as it played), for every arm of ``protocol`` that played the held-out domain x
+    every buyer, in the same evaluation environment. No primary family: every held-out contrast is exploratory
+    (App. C). The union of both panels has twice the seed clusters on the held-out domain. A protocol without a
+    held-out domain, or whose arms none played it, raises :class:`ProtocolError`.
+    """
+    held = protocol.held_out_domain
+    if held is None:
+        raise ProtocolError(f"{protocol.source}: the protocol names no held-out domain: no held-out panel to extend")
+    arms = tuple(replace(a, domains=None) for a in protocol.arms if a.domains is None or held in a.domains)
+    if not arms:
+        raise ProtocolError(f"{protocol.source}: no arm of the protocol plays the held-out domain {held!r}")
+    return replace(protocol, name=f"{protocol.name}.{HELD_OUT_EXTENSION}", arms=arms, domains=(held,), primary=(),
+                   seeds=SeedBlock(protocol.seeds.start + protocol.seeds.n, protocol.seeds.n),
+                   description=f"App. C's held-out-panel extension of {protocol.name!r} "
+                               f"({short_hash(protocol_hash(protocol))}): {held} on the next {protocol.seeds.n} "
+                               "reserved evaluation seeds")
+
+
 # ---------------------------------------------------------------------------------------------
 # Append-only logs: deviations and pilot cells
 # ---------------------------------------------------------------------------------------------
@@ -877,6 +904,28 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
     return res
 
 
+def run_held_out_extension(protocol: Protocol, agents: Mapping[str, Agent], store: TranscriptStore | str | Path,
+                           protocol_file: str | Path, *, enabled: bool, fires: bool | None,
+                           arms: Sequence[str] | None = None, progress: bool = True, max_batch: int | None = None,
+                           date: str | None = None) -> RolloutResult | None:
+    """Run App. C's held-out-panel extension of the main ``protocol`` when it is due, else play nothing (None).
+
+    Due when the profile asks for it (``enabled``: ``evaluation.held_out_extension``) and the prespecified
+    trigger fired on the main evaluation (``fires``: :func:`negolib.analysis.contrasts.extension_fires`; None,
+    not evaluable, never runs). Then :func:`held_out_extension_protocol` is frozen at ``protocol_file`` (its own
+    file: a different protocol already there raises :class:`ProtocolError`) and ``arms`` (default all; arms
+    that did not play the held-out domain are skipped) play into ``store``, the extension's own transcript
+    file, resumably as in :func:`evaluate_arms` (deviations: the log beside ``protocol_file``).
+    """
+    if not enabled or fires is not True:
+        return None
+    ext = held_out_extension_protocol(protocol)
+    freeze(ext, protocol_file, date=date)
+    chosen = [a for a in (arms if arms is not None else ext.arm_names) if a in ext.arm_names]
+    return evaluate_arms(ext, agents, store, progress, arms=chosen,
+                         deviations=DeviationLog.for_protocol(protocol_file), max_batch=max_batch)
+
+
 # ---------------------------------------------------------------------------------------------
 # The per-arm table of SPEC 7
 # ---------------------------------------------------------------------------------------------
@@ -926,5 +975,5 @@ __all__ = ["ArmSpec", "SeedBlock", "Protocol", "ProtocolError", "Deviation", "De
            "PilotResult", "protocol_to_dict", "protocol_from_dict", "protocol_from_params", "canonical_json",
            "protocol_hash", "short_hash", "load_protocol", "freeze", "stamp", "check_protocol_hashes",
            "evaluation_frame", "build_specs", "check_sampling", "pilot_gate", "evaluate_arms", "arm_settings",
-           "run_settings",
+           "run_settings", "HELD_OUT_EXTENSION", "held_out_extension_protocol", "run_held_out_extension",
            "arm_metrics_table", "HASH_FIELD"]

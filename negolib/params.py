@@ -154,7 +154,9 @@ class EvaluationParams:
 
     ``domains`` / ``lm_domains`` / ``arms``: omitted (null) means all; an empty list is an error.
     ``held_out_domain`` names the held-out domain of the analysis; it is required only when more
-    than one evaluated domain is flagged ``held_out`` in its file.
+    than one evaluated domain is flagged ``held_out`` in its file. ``held_out_extension``: run App. C's
+    prespecified extension (double the held-out panel on the next block of evaluation seeds) when its trigger
+    fires on the main evaluation (:func:`negolib.evaluation.run_held_out_extension`); it needs a held-out domain.
     """
 
     buyers: list[str]
@@ -168,6 +170,7 @@ class EvaluationParams:
     batch_size: int = 64
     arms: list[str] | None = None
     held_out_domain: str | None = None
+    held_out_extension: bool = False
 
 
 @dataclass(frozen=True)
@@ -746,6 +749,9 @@ def _cross_check(p: Params) -> None:
     if outside:
         raise ValidationError(src, "evaluation.lm_domains", f"{outside} are not among evaluation.domains {evaluated}")
     _check_held_out(p, evaluated)
+    if ev.held_out_extension and not any(load_domains()[d].held_out for d in evaluated):
+        raise ValidationError(src, "evaluation.held_out_extension", f"is true, but none of the evaluated domains "
+                              f"{evaluated} is held out: there is no held-out panel to extend")
     _positive(ev.batch_size, src, "evaluation.batch_size")
     _positive(ev.pilot_episodes, src, "evaluation.pilot_episodes")
     _check_budgets(p)

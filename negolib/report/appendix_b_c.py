@@ -132,6 +132,34 @@ def extension_trigger_table(trigger: pd.DataFrame, paper: PaperReported) -> Book
                      "31B 3× LR) and the extension was not run (cost; App. K deviation log).", trigger)
 
 
+def extension_panel_table(original: pd.DataFrame, doubled: pd.DataFrame, params: Params) -> BookTable:
+    """App. C's extension run: each held-out gain over the same-size base on the main panel beside the same gain on
+    the doubled panel (the union of the main and the extension's seeds; clusters = seeds), with the seed clusters of
+    each. Both from :func:`negolib.analysis.contrasts.held_out_contrasts`; exploratory (no Holm family)."""
+    looks = [{(r["arm_a"], r["arm_b"]): r for r in f[f["metric"] == "score"].to_dict("records")} if len(f) else {}
+             for f in (original, doubled)]
+    rows, data = [], []
+    for g in params.design.sizes:
+        for role in ("shared", "lr3", "lr10"):
+            arm = getattr(g, role)
+            if not arm or not any((arm, g.base) in look for look in looks):
+                continue
+            row: dict[str, Any] = {"size": g.label, "recipe": ROLE_LABELS[role], "arm": arm}
+            for label, look in zip(("main panel", "doubled panel"), looks):
+                r = look.get((arm, g.base))
+                row[f"{label}: gain over base"] = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=True) \
+                    if r else DASH
+                row[f"{label}: seeds"] = int(r["n_clusters"]) if r else DASH
+                if r:
+                    data.append({"panel": label, **{k: r[k] for k in ("arm_a", "arm_b", "metric", "estimate",
+                                                                      "ci_low", "ci_high", "n_clusters")}})
+            rows.append(row)
+    return BookTable("extension_panel", "Held-out-panel extension (App. C, K): the held-out gains on the doubled panel",
+                     frame(rows), "the main panel's held-out gains beside the same gains on the union of the main and "
+                     "the extension's seeds (as many again, the next block of evaluation seeds); clusters = seeds. "
+                     "Exploratory, unadjusted. paper: prespecified, not run.", pd.DataFrame(data))
+
+
 def shared_recipe_arms(params: Params, group: Any) -> list[str]:
     """The shared-recipe arms of a size group, the points of Figure 3a: ``shared_early``, ``shared`` and the
     extra reads of the same training run (e.g. 31B at 40 steps). 3x/10x-LR arms (and reads of their runs)
@@ -235,5 +263,5 @@ def figure3(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
     return fig
 
 
-__all__ = ["extension_trigger_table", "figure3", "figure3_points", "heldout_table", "shared_recipe_arms", "table3",
-           "table4"]
+__all__ = ["extension_panel_table", "extension_trigger_table", "figure3", "figure3_points", "heldout_table",
+           "shared_recipe_arms", "table3", "table4"]
