@@ -173,9 +173,10 @@ display(B.save_table(seed_spread_table(seed_spread(R.est, P, R.arms))))
 # listed sellers replay the scenario set with those terms applied (a logged variant), paired against the protocol.
 
 # %%
-accept = B.evaluate_variant(P.beyond.accept_terms, "seller", ".accept_terms", accept_applies_terms=True) \
+first = P.evaluation.first_mover  # the protocol's turn order: only the named setting varies
+accept = B.evaluate_variant(P.beyond.accept_terms, first, ".accept_terms", accept_applies_terms=True) \
     if P.beyond.accept_terms and not R.empty else []
-extra = B.evaluate_variant(P.beyond.extra_buyer_arms, "seller", ".extra_buyers", buyers=P.beyond.extra_buyers) \
+extra = B.evaluate_variant(P.beyond.extra_buyer_arms, first, ".extra_buyers", buyers=P.beyond.extra_buyers) \
     if P.beyond.extra_buyers and P.beyond.extra_buyer_arms and not R.empty else []
 AN = Analysis.from_params(pd.concat([R.an.df, B.episodes(beyond=True)], ignore_index=True), P) \
     if accept or extra or variants else R.an

@@ -48,7 +48,7 @@ def profiles():
     return {n: load_params(ROOT / "params" / f"{n}.yaml") for n in ("smoke", "default", "paper")}
 
 
-def test_every_limitation_is_listed_with_where_it_runs(profiles):
+def test_every_limitation_is_listed_with_where_it_runs(profiles, tmp_path):
     paper = profiles["paper"]
     full = limitations_frame(paper)
     assert_tidy(full, identifiers=("key", "limitation", "addressed_by", "here", "paper"))
@@ -71,10 +71,11 @@ def test_every_limitation_is_listed_with_where_it_runs(profiles):
     assert "tiny_warmup" not in smoke["seeds"]  # read from seed 0 only
     table = limitations_table(limitations_frame(profiles["default"], None, paper))
     assert list(table.frame.columns) == ["addressed by", "this profile", "paper: what it ran"]
+    assert table.save(tmp_path)
     assert "0.518" in table.frame.loc["Self-play in the reference arms", "paper: what it ran"]
 
 
-def test_seed_spread_known_answer(profiles):
+def test_seed_spread_known_answer(profiles, tmp_path):
     p = profiles["smoke"]
     est = pd.DataFrame([
         {"arm": "tiny_grpo", "metric": "score", "estimate": 0.4, "ci_low": 0.35, "ci_high": 0.45},
@@ -94,6 +95,7 @@ def test_seed_spread_known_answer(profiles):
     t = seed_spread_table(sp)
     assert t.frame.iloc[0]["run-to-run SD"] == "0.100" and "one training run per arm" in t.frame.iloc[0]["paper: value"]
     assert seed_spread(est, p, ["tiny_grpo", "tiny_warmup"]).empty
+    assert t.save(tmp_path)
 
 
 def _scored(arms, buyers, scores, n_seeds=6):
@@ -103,7 +105,7 @@ def _scored(arms, buyers, scores, n_seeds=6):
     return df
 
 
-def test_self_play_split_known_answer(profiles):
+def test_self_play_split_known_answer(profiles, tmp_path):
     p = profiles["default"]
     assert same_agent(p.arms["hardheaded"], p.buyers["buyer_hardheaded"])
     assert not same_agent(p.arms["boulware"], p.buyers["train_boulware"].__class__("scripted", strategy="linear"))
@@ -125,9 +127,11 @@ def test_self_play_split_known_answer(profiles):
     sp2 = pd.DataFrame([{"arm": "sonnet5", "buyer": "buyer_sonnet5", "self_play": True, "estimate": 0.5,
                          "ci_low": 0.4, "ci_high": 0.6, "n_episodes": 576}])
     assert self_play_split_table(sp2, paper, rep).frame["paper: S"].tolist() == ["0.518"]
+    saved = self_play_split_table(sp, p).save(tmp_path)  # a seller on two rows renders (HTML, markdown, CSV)
+    assert saved and all(f.exists() for f in saved)
 
 
-def test_buyer_panel_folds_the_extra_buyer_onto_its_seller(profiles):
+def test_buyer_panel_folds_the_extra_buyer_onto_its_seller(profiles, tmp_path):
     base = _scored(["boulware"], ["buyer_linear", "buyer_hardheaded"],
                    {("boulware", "buyer_linear"): 0.3, ("boulware", "buyer_hardheaded"): 0.6})
     extra = _scored(["boulware.extra_buyers"], ["buyer_tit_for_tat"],
@@ -142,9 +146,10 @@ def test_buyer_panel_folds_the_extra_buyer_onto_its_seller(profiles):
     assert_tidy(panel, identifiers=("arm", "buyer"))
     t = buyer_panel_table(panel, profiles["default"])
     assert "S vs buyer_tit_for_tat (extra)" in t.frame.columns and "paper: value" in t.frame.columns
+    assert t.save(tmp_path)
 
 
-def test_lr_sweep_known_answer(profiles):
+def test_lr_sweep_known_answer(profiles, tmp_path):
     p = profiles["paper"]
     arms = lr_sweep_arms(p)
     assert set(arms) == {"e2b_shared_64", "e2b_lr2_56", "e2b_lr3_56", "e2b_lr5_56", "e2b_lr7_56", "e2b_lr10_56"}
@@ -158,6 +163,7 @@ def test_lr_sweep_known_answer(profiles):
     assert g["e2b_lr3_56"] == pytest.approx(0.01 * arms.index("e2b_lr3_56"))
     t = lr_sweep_table(sw, p, load_paper_reported_of(p))
     assert t.frame.loc["e2b_lr3_56", "paper: S"] == "0.460 [0.433, 0.486]"
+    assert t.save(tmp_path)
     assert lr_sweep_arms(profiles["default"]) == ["smollm2_warmup", "smollm2_grpo"]
 
 
@@ -167,7 +173,7 @@ def load_paper_reported_of(p):
     return load_paper_reported(p.paper_reported_path)
 
 
-def test_matched_flops_known_answer(profiles):
+def test_matched_flops_known_answer(profiles, tmp_path):
     p = profiles["paper"]
     rel = relative_flops(p)
     assert list(rel.values()) == pytest.approx([1.0, 4.5 / 2.3, 11.95 / 2.3, 30.7 / 2.3])
@@ -188,6 +194,7 @@ def test_matched_flops_known_answer(profiles):
     assert_tidy(mf.reset_index(), identifiers=("size", "arm"))
     t = matched_flops_table(mf.reset_index(), p, load_paper_reported_of(p))
     assert t.frame.loc["g31b_shared_104", "paper: S"] == "0.620 [0.597, 0.643]"
+    assert t.save(tmp_path)
     assert matched_flops_reads(profiles["default"]) == {}  # no shared-recipe arm to set the budget
     assert matched_flops_reads(profiles["smoke"]) == {"tiny_grpo": 2}  # one size: its own read (the run's last)
 
@@ -216,6 +223,7 @@ def test_accept_terms_and_extra_buyer_variants_play(tmp_path, profiles):
     assert float(c.loc[c["metric"] == "score", "estimate"].iloc[0]) == 0.0
     t = accept_terms_table(c, acc, load_paper_reported_of(profiles["paper"]))
     assert t.frame.index.tolist() == ["boulware"] and "56%" in t.frame.iloc[0]["paper: value"]
+    assert t.save(tmp_path / "tables")
     panel = buyer_panel(an, ["boulware"])
     assert set(panel["buyer"]) == {"buyer_linear", "buyer_hardheaded", "buyer_tit_for_tat"}
     assert np.isfinite(panel["estimate"]).all()

@@ -113,7 +113,7 @@ def seed_spread_table(spread: pd.DataFrame) -> BookTable:
              "run-to-run SD": fmt_num(r["sd_seeds"]), "range": f"{fmt_num(r['min'])} to {fmt_num(r['max'])}",
              "scenario-sampling half-width (mean)": fmt_num(r["mean_half_width"]),
              "SD / half-width": fmt_num(r["spread_ratio"], 2)} for r in spread.to_dict("records")]
-    df = frame(rows, "run")
+    df = frame(rows)  # a run may have several read steps
     df["paper: value"] = "one training run per arm: intervals quantify scenario sampling only (App. A)"
     return BookTable("seed_spread", "Training seeds: run-to-run spread beside the scenario-sampling intervals", df,
                      "Per run and read step with arms from several training seeds: the seeds' S, their standard "
@@ -165,7 +165,7 @@ def self_play_split_table(sp: pd.DataFrame, params: Params, paper: Any = None) -
         rows.append({"seller": r["arm"], "buyer(s)": r["buyer"], "self-play": "yes" if r["self_play"] else "no",
                      "S": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=False),
                      "episodes": r["n_episodes"], "paper: S": fmt_num(pv) if pv is not None else DASH})
-    return BookTable("self_play_split", "Self-play split of the reference sellers", frame(rows, "seller"),
+    return BookTable("self_play_split", "Self-play split of the reference sellers", frame(rows),
                      "A buyer is the seller's own agent when backend, model, strategy and parameters match; 'no': S "
                      "with the self-play half dropped.", sp)
 
