@@ -4,7 +4,9 @@ Contract: :class:`MarketGame` is what the two markets share (the multi-product m
 name, in the seller role a scripted seller or a language-model seller (``hf:<path>``, ``openai:<model>``,
 ``anthropic:<model>``, :mod:`.agents`); in the buyer role the buyer pool ``pool``, a buyer style or rule name, or a
 seller name (read as ``pool``, so a round robin of seller names plays every seller against the pool); ``SELLER+BUYER``
-names a pair, one part per role. Its tournament default is every scripted seller against the pool; scenarios are
+names a pair, one part per role (in the multi-buyer market an explicit ``+hf:<path>``, ``+openai:<model>`` or
+``+anthropic:<model>`` buyer part is a language-model buyer answering for every buyer, :mod:`.lm_buyers`).
+Its tournament default is every scripted seller against the pool; scenarios are
 each market's reserved evaluation seeds (keys ``"market|seed"``, clustered by seed). :class:`MultiBuyerGame` plays
 :mod:`.env` on :data:`~.scenarios.EVAL_MARKETS`; payoffs: see :meth:`MultiBuyerGame.payoffs`.
 """
@@ -18,6 +20,7 @@ from negolib.games.base import Game, Payoffs, UnknownAgent
 from negolib.games.multi_buyer.agents import LM_FORMS, SPEECH, LMOptions, SellerAgents, Speech
 from negolib.games.multi_buyer.agents import split_name as split_lm_name
 from negolib.games.multi_buyer.buyers import STYLES, ScriptedBuyers
+from negolib.games.multi_buyer.lm_buyers import BuyerAgents
 from negolib.games.multi_buyer.metrics import best_surplus
 from negolib.games.multi_buyer.play import play_episodes
 from negolib.games.multi_buyer.scenarios import SETS
@@ -133,6 +136,23 @@ class MultiBuyerGame(MarketGame):
 
     def make_buyer(self, name: str, seed: int) -> ScriptedBuyers:
         return ScriptedBuyers(f"{name}@buyer", None if name == POOL else name, seed)
+
+    @property
+    def lm_buyers(self) -> BuyerAgents:
+        """The game's language-model buyers (:mod:`.lm_buyers`), sharing the sellers' options and loaded weights."""
+        if getattr(self, "_lm_buyers", None) is None:
+            self._lm_buyers = BuyerAgents(self.lm_agents.options)
+            self._lm_buyers.models = self.lm_agents.models
+        return self._lm_buyers
+
+    def make_agent(self, name: str, role: str, seed: int) -> Any:
+        """As :meth:`MarketGame.make_agent`; besides, in the buyer role an explicit language-model buyer part
+        (``SELLER+hf:<path>``, ``SELLER+openai:<model>``, ``SELLER+anthropic:<model>``) is a language-model buyer
+        answering for every buyer (a bare language-model name still reads as the pool)."""
+        _, plus, buyer_part = str(name).partition("+")
+        if role == "buyer" and plus and split_lm_name(buyer_part) is not None:
+            return self.lm_buyers.make(buyer_part, "buyer", seed)
+        return super().make_agent(name, role, seed)
 
     def payoffs(self, record: dict[str, Any]) -> Payoffs:
         """The seller's payoff is its surplus (sum of price - cost) over the best achievable (the top ``n_items``
