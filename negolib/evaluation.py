@@ -52,7 +52,14 @@ from negolib.params import load_yaml, spec_dict, to_dict
 from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
 from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
 from negolib.stats import ClusterResampler, RatioStat, cluster_sums, resample_stats, summarize
-from negolib.transcripts import RunSettings, TranscriptStore, episode_settings, episodes_frame, validate_record
+from negolib.transcripts import (
+    RunSettings,
+    TranscriptStore,
+    episode_settings,
+    episodes_frame,
+    record_key,
+    validate_record,
+)
 
 HASH_FIELD = "protocol_hash"
 BACKENDS: tuple[str, ...] = (*PROFILE_BACKENDS, "custom")
@@ -853,6 +860,10 @@ def pilot_gate(target: Protocol | Sequence[EpisodeSpec], agents: Mapping[str, Ag
         run_store = _StampingStore(store.path, hash_, settings)
         with run_store.run_lock():
             res = run_episodes(chosen, agents, run_store, progress=progress)
+        if res.skipped:  # a resumed pilot: its cells also hold the episodes complete in the store before
+            keys, new = {s.key for s in chosen}, {record_key(r) for r in res.records}
+            res.records[:0] = [r for r in run_store.records(mixed_protocols=True)
+                               if record_key(r) in keys and record_key(r) not in new]
     by_cell: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for s in chosen:
         by_cell.setdefault((s.arm, s.buyer), [])

@@ -32,6 +32,7 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import ModelCache
+from negolib.analysis.contrasts import extension_fires
 from negolib.analysis.serving import serving_frame
 from negolib.book import open_book, summarize_warnings
 from negolib.cost import dry_run
@@ -42,6 +43,7 @@ from negolib.evaluation import (
     freeze,
     pilot_gate,
     protocol_from_params,
+    run_held_out_extension,
     short_hash,
 )
 from negolib.report.booktable import simple_table
@@ -130,6 +132,32 @@ with summarize_warnings():
                            max_batch=P.evaluation.batch_size)
 print(f"played {len(result.records)} episodes now, {result.skipped} were already complete; "
       f"{len(result.errors)} error rows (a re-run completes them)")
+
+# %% [markdown]
+# ## The held-out-panel extension (App. C, K)
+# The protocol prespecified one adaptive step: double the held-out panel if the held-out gain's interval straddles
+# zero for the largest trained model (the paper's trigger fired and it did not run the extension). When the profile
+# asks for it (`evaluation.held_out_extension`) and the trigger fires on the evaluation above, every arm that played
+# the held-out domain plays it again against every buyer on the **next block of reserved evaluation seeds**, as many
+# again as the main panel, under a second protocol frozen in its own file, into its own transcript file (resumable
+# as the main run). Notebook 6 reads the doubled panel.
+
+# %%
+ext_on = P.evaluation.held_out_extension
+fires = extension_fires(B.held_out_extension_trigger()) if ext_on else None
+with summarize_warnings():
+    extension = run_held_out_extension(protocol, agents, TranscriptStore(B.paths.held_out_extension_transcripts),
+                                       B.paths.held_out_extension_protocol, enabled=ext_on, fires=fires, arms=ready,
+                                       progress=True, max_batch=P.evaluation.batch_size)
+if extension is None:
+    why = ("the profile does not ask for it (evaluation.held_out_extension)" if not ext_on else
+           "its trigger cannot be evaluated yet (no held-out gain of the largest size)" if fires is None else
+           "its trigger does not fire")
+    print(f"held-out-panel extension not run: {why}")
+else:
+    print(f"held-out-panel extension (the trigger fired; protocol {B.paths.held_out_extension_protocol.name}): "
+          f"played {len(extension.records)} episodes now, {extension.skipped} were already complete; "
+          f"{len(extension.errors)} error rows")
 
 # %% [markdown]
 # ## What was played

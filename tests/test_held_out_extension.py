@@ -11,11 +11,13 @@ import pytest
 import yaml
 
 from negolib.agents.scripted import make_scripted
-from negolib.analysis.contrasts import held_out_contrasts, run_pairs
+from negolib.analysis.contrasts import extension_fires, held_out_contrasts, run_pairs
 from negolib.analysis.resamplers import Analysis
+from negolib.book import open_book
 from negolib.errors import ValidationError
 from negolib.evaluation import (
     ArmSpec,
+    PilotLog,
     Protocol,
     ProtocolError,
     SeedBlock,
@@ -24,6 +26,7 @@ from negolib.evaluation import (
     freeze,
     held_out_extension_protocol,
     load_protocol,
+    pilot_gate,
     protocol_from_params,
     protocol_hash,
     run_held_out_extension,
@@ -126,6 +129,18 @@ def test_the_extension_runs_resumably_into_its_own_files(tmp_path):
         run_held_out_extension(other, agents(), store, pfile, enabled=True, fires=True, progress=False)
 
 
+def test_a_resumed_pilot_gate_reports_the_cells_already_played(tmp_path):
+    """Notebook 04 re-executed on its outputs (the extension then resumes): the pilot gate plays nothing new and
+    still reports every cell, and logs it (no NaN mean turns in the log)."""
+    store, log = TranscriptStore(tmp_path / "pilot.jsonl"), tmp_path / "pilot_log.jsonl"
+    first = pilot_gate(tiny_protocol(), agents(), 1, store=store, log=log)
+    again = pilot_gate(tiny_protocol(), agents(), 1, store=store, log=log)
+    cols = ["arm", "buyer", "n_episodes", "n_turns", "passed"]
+    assert again.cells[cols].equals(first.cells[cols]) and (again.cells["n_episodes"] == 1).all()
+    assert len(again.records) == len(first.records) == 8
+    assert len(PilotLog(log).frame()) == 16
+
+
 # -- the doubled panel -------------------------------------------------------------------------------
 
 def test_the_union_of_both_panels_doubles_the_held_out_clusters(tmp_path):
@@ -149,6 +164,24 @@ def test_the_union_of_both_panels_doubles_the_held_out_clusters(tmp_path):
     row = table.frame.set_index("arm").loc["tiny_grpo"]
     assert row["main panel: seeds"] == 2 and row["doubled panel: seeds"] == 4
     assert set(table.data["panel"]) == {"main panel", "doubled panel"}
+
+
+def test_the_book_reads_the_trigger_and_the_extension_episodes(tmp_path):
+    book = open_book(SMOKE, tmp_path)
+    assert book.held_out_extension_episodes().empty
+    assert extension_fires(book.held_out_extension_trigger()) is None  # nothing evaluated: the trigger cannot read
+    main = tiny_protocol()
+    freeze(main, book.paths.protocol)
+    evaluate_arms(main, agents(), book.paths.transcripts, progress=False)
+    trigger = book.held_out_extension_trigger()
+    assert bool(trigger.set_index("role").loc["shared", "available"])
+    assert isinstance(extension_fires(trigger), bool)
+    run_held_out_extension(main, agents(), book.paths.held_out_extension_transcripts,
+                           book.paths.held_out_extension_protocol, enabled=True, fires=True, progress=False)
+    ext = book.held_out_extension_episodes()
+    assert set(ext["domain"]) == {"car"} and len(ext) == 10
+    assert not set(ext["seed"]) & set(book.episodes()["seed"])
+    assert book.paths.held_out_extension_transcripts != book.paths.transcripts
 
 
 # -- the profile field ---------------------------------------------------------------------------------
