@@ -964,19 +964,25 @@ def _override(base: Any, overrides: Any, source: str, where: str) -> Any:
         raise ValidationError(source, where, str(exc)) from None
 
 
-def check_game_agents(params: Params, game: str, scripted: Sequence[str]) -> None:
+def check_game_agents(params: Params, game: str, scripted: Sequence[str],
+                      opponents: Sequence[str] | None = None) -> None:
     """Raise :class:`~negolib.errors.ValidationError` naming the profile and the field
     (``games.<game>.tournament.agents[i]``, ``games.<game>.lm.opponent``) for a plain agent name that is not
-    one of the game's ``scripted`` strategies (the game's own list, passed in: this layer imports no game)."""
+    one of the game's ``scripted`` strategies (the game's own list, passed in: this layer imports no game).
+    With ``opponents``, ``lm.opponent`` must be exactly one of those names instead (no language-model form)."""
     g = getattr(params.games, game, None)
     if g is None:
         raise ValidationError(params.source, f"games.{game}", "is not in this profile")
     named = [(f"games.{game}.tournament.agents[{i}]", a) for i, a in enumerate(g.tournament.agents)]
-    named.append((f"games.{game}.lm.opponent", g.lm.opponent))
+    if opponents is None:
+        named.append((f"games.{game}.lm.opponent", g.lm.opponent))
     for where, name in named:
         if ":" not in name and name not in scripted:
             raise ValidationError(params.source, where, f"game {game!r} has no agent {name!r}; scripted: "
                                   f"{', '.join(scripted)}; or {', '.join(f'{f}:<...>' for f in GAME_LM_FORMS)}")
+    if opponents is not None and g.lm.opponent not in opponents:
+        raise ValidationError(params.source, f"games.{game}.lm.opponent", f"game {game!r} has no buyer agent "
+                              f"{g.lm.opponent!r}; known: {', '.join(opponents)}")
 
 
 def train_config(params: Params, run: str, seed: int | None = None) -> TrainConfig:

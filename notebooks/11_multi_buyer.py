@@ -74,7 +74,7 @@ from negolib.games.multi_buyer.training import (
     run_grpo,
     stage_table,
 )
-from negolib.params import recipe
+from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.tournament import read_matches, run_tournament
 
@@ -91,13 +91,7 @@ G = P.games.multi_buyer
 if G is None:
     raise ValidationError(P.source, "games.multi_buyer", "is required by notebook 11 (see params/smoke.yaml)")
 game = get_game("multi_buyer")
-for i, name in enumerate(G.tournament.agents):  # a bad name fails here, naming its field
-    if ":" not in name and name not in game.scripted_strategies():
-        raise ValidationError(P.source, f"games.multi_buyer.tournament.agents[{i}]", f"no seller {name!r}; scripted: "
-                              f"{', '.join(game.scripted_strategies())}; or hf:/openai:/anthropic:<...>")
-if G.lm.opponent not in game.buyer_names():
-    raise ValidationError(P.source, "games.multi_buyer.lm.opponent", f"no buyer agent {G.lm.opponent!r}; known: "
-                          f"{', '.join(game.buyer_names())}")
+check_game_agents(P, "multi_buyer", game.scripted_strategies(), opponents=game.buyer_names())  # names its field
 grpo_config = recipe(P, "games.multi_buyer.grpo", MultiBuyerGRPOConfig(recipe=replace(default_recipe(), seed=P.seed)))
 last = B.last_run("11_multi_buyer")
 print(f"profile {P.profile!r}: {len(G.tournament.agents)} sellers, {G.tournament.seeds_per_tier} seeds per market; "

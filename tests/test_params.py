@@ -594,6 +594,28 @@ def test_game_agents_are_checked_against_the_games_own_list(tmp_path):
         check_game_agents(load_params(_write(tmp_path, data)), "bilateral", scripted)
 
 
+def test_game_agents_opponent_list_is_strict(tmp_path):
+    """With ``opponents`` (notebook 11: the market's buyer agents), lm.opponent is checked against those names,
+    not the sellers': the buyer pool passes, a name that is neither fails naming its field."""
+    from negolib.games import get_game
+    from negolib.params import check_game_agents
+
+    game = get_game("multi_buyer")
+    sellers, buyers = game.scripted_strategies(), game.buyer_names()
+    p = load_params(ROOT / "params" / "smoke.yaml")
+    assert p.games.multi_buyer.lm.opponent in buyers and p.games.multi_buyer.lm.opponent not in sellers
+    check_game_agents(p, "multi_buyer", sellers, opponents=buyers)
+    with pytest.raises(ValidationError, match=r"games\.multi_buyer\.lm\.opponent"):
+        check_game_agents(p, "multi_buyer", sellers)  # without the list, the opponent is read as a seller
+    data = _smoke_data()
+    data["games"]["multi_buyer"]["lm"]["opponent"] = "tough_guy"
+    with pytest.raises(ValidationError, match=r"games\.multi_buyer\.lm\.opponent.*no buyer agent 'tough_guy'"):
+        check_game_agents(load_params(_write(tmp_path, data)), "multi_buyer", sellers, opponents=buyers)
+    data["games"]["multi_buyer"]["tournament"]["agents"][0] = "nobody"  # agents are checked first
+    with pytest.raises(ValidationError, match=r"tournament\.agents\[0\].*no agent 'nobody'"):
+        check_game_agents(load_params(_write(tmp_path, data)), "multi_buyer", sellers, opponents=buyers)
+
+
 @pytest.mark.parametrize("where, overrides, field, words", [
     ("games.bilateral.sft.config", {"epoch": 1}, "games.bilateral.sft.config", "unknown keys ['epoch']"),
     ("games.bilateral.sft.config", {"epochs": "2"}, "games.bilateral.sft.config.epochs", "must be int"),
