@@ -9,6 +9,15 @@ from typing import Any
 
 import pytest
 
+from negolib.agents.api_agent import RetryPolicy
+
+KEY_ENV = "NEGOBOOK_TEST_API_KEY"
+"""The environment variable the API tests set to their file's own key sentinel."""
+FAST = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.05, timeout_s=5.0)
+"""Retries of the games' API agents against the local test servers (short delays)."""
+APIS = ("openai", "anthropic")
+"""The API families every API test runs against (their local servers speak real HTTP)."""
+
 
 def save_tiny_base(tmp_path_factory: Any, seed: int = 0) -> Path:
     """A tiny random causal LM and its tokenizer (:func:`negolib.models.tiny_causal_lm`) saved to a fresh folder."""

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from game_helpers import APIS, KEY_ENV
 from servers import DEFAULT_TURN, ChatReply, ChatServer, Fault, LocalModelResponder, TransformersServe
 
 from negolib.agents.anthropic_agent import AnthropicAgent, to_messages_api
@@ -29,10 +30,9 @@ from negolib.scenarios import scenario_set
 from negolib.secrets import REDACTED, MissingKeyError
 from negolib.transcripts import TranscriptStore
 
-KEY_ENV = "NEGOBOOK_TEST_API_KEY"
 SENTINEL = "sk-test-SENTINEL-7f3a9c2e5b1d4086aa"
-FAST = RetryPolicy(max_retries=8, base_delay_s=0.01, max_delay_s=0.05, timeout_s=2.0)
-APIS = ("openai", "anthropic")
+FAST = RetryPolicy(max_retries=8, base_delay_s=0.01, max_delay_s=0.05, timeout_s=2.0)  # more retries: the
+# retry and backoff tests count them
 
 
 @pytest.fixture

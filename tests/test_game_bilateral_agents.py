@@ -16,10 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from game_helpers import check_failed_request, check_key_kept, play_api_seller
+from game_helpers import APIS, FAST, KEY_ENV, check_failed_request, check_key_kept, play_api_seller
 from servers import ChatReply, ChatRequest, ChatServer, Fault, tool_responder
 
-from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
 from negolib.chat_template import decode_turn, encode_text
@@ -47,10 +46,7 @@ from negolib.secrets import MissingKeyError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-KEY_ENV = "NEGOBOOK_TEST_API_KEY"
 SENTINEL = "sk-test-SENTINEL-b1lat3ral-4e8d2a6c90"
-FAST = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.05, timeout_s=5.0)
-APIS = ("openai", "anthropic")
 SC = make_scenario("1k", 5_000_000)  # cost $1,428.91, value $1,485.53
 
 # A Qwen2.5-style template (Hermes tool calls: schemas in <tools>, calls in <tool_call> tags, results in

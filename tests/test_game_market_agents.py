@@ -18,12 +18,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from game_helpers import check_failed_request, check_key_kept, play_api_seller
+from game_helpers import APIS, FAST, KEY_ENV, check_failed_request, check_key_kept, play_api_seller
 from servers import ChatReply, ChatRequest, ChatServer, tool_responder, turn_responder
 from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE, ForcedHF
 from test_game_bilateral_agents import Recording as BilateralRecording
 
-from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
 from negolib.chat_template import encode_text
@@ -62,10 +61,7 @@ from negolib.tournament import run_tournament
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-KEY_ENV = "NEGOBOOK_TEST_API_KEY"
 SENTINEL = "sk-test-SENTINEL-m4rk3ts-7c1e9b02d4"
-FAST = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.05, timeout_s=5.0)
-APIS = ("openai", "anthropic")
 MB_SC = mb_scenario(MBConfig(n_buyers=3, turn_budget=5), 5_000_000, "t")
 MP_SC = mp_scenario(MPConfig(n_products=2, n_buyers=3, turn_budget=6), 5_000_000, "t")
 

@@ -471,6 +471,8 @@ def test_registered_with_agents_by_name_in_both_roles(game):
     for name, role in (("pool", "seller"), ("quiet", "seller"), ("gpt", "buyer"), ("greedy+lazy", "buyer")):
         with pytest.raises(UnknownAgent, match="known: auctioneer, fixed_price"):
             game.make_agent(name, role, 0)
+    with pytest.raises(UnknownAgent, match=r"SELLER\+hf:<path> \(a language-model buyer\), SELLER\+openai:<model>"):
+        game.make_agent("greedy+lazy", "buyer", 0)  # the error names the language-model buyer form too
     with pytest.raises(ValueError, match="role"):
         game.make_agent("greedy", "broker", 0)
 

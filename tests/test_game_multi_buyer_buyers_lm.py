@@ -15,11 +15,10 @@ import re
 from typing import Any
 
 import pytest
-from game_helpers import check_failed_request, check_key_kept, save_tiny_base
+from game_helpers import APIS, FAST, KEY_ENV, check_failed_request, check_key_kept, save_tiny_base
 from servers import ChatReply, ChatRequest, ChatServer, Fault, tool_responder
 from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE
 
-from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
 from negolib.chat_template import encode_text
@@ -47,10 +46,7 @@ from negolib.secrets import MissingKeyError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-KEY_ENV = "NEGOBOOK_TEST_API_KEY"
 SENTINEL = "sk-test-SENTINEL-buy3rs-5e2a81c9f0"
-FAST = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.05, timeout_s=5.0)
-APIS = ("openai", "anthropic")
 SC = make_scenario(MarketConfig(n_buyers=3, turn_budget=7), 5_000_000, "t")
 OVER = round(SC.budgets[0] * 1.5, 2)  # an offer above buyer_1's budget
 

@@ -145,6 +145,9 @@ class MultiBuyerGame(MarketGame):
             self._lm_buyers.models = self.lm_agents.models
         return self._lm_buyers
 
+    def _known(self) -> list[str]:
+        return [*super()._known(), *(f"SELLER+{form} (a language-model buyer)" for form in LM_FORMS)]
+
     def make_agent(self, name: str, role: str, seed: int) -> Any:
         """As :meth:`MarketGame.make_agent`; besides, in the buyer role an explicit language-model buyer part
         (``SELLER+hf:<path>``, ``SELLER+openai:<model>``, ``SELLER+anthropic:<model>``) is a language-model buyer
