@@ -68,7 +68,8 @@ SELLER_POOL = ("conceder", "linear", "tit_for_tat", "boulware", "hardheaded")
 BUYER_STAND_INS = ("conceder", "hardheaded")
 """Scripted strategies standing in for the profile's two evaluation buyers."""
 SMOKE_ARMS = ("e2b_base", "e2b_shared_104", "e2b_lr3_56", "e4b_base", "e4b_shared_104", "sonnet5", "terra")
-STAGES = ("reading/validating", "arm estimates", "contrasts", "decomposition", "guards", "efficiency", "figures")
+STAGES = ("reading/validating", "arm estimates", "contrasts", "decomposition", "guards", "efficiency",
+          "quoted/limitations", "figures")
 
 
 def _pin_torch() -> None:
@@ -237,6 +238,11 @@ def run_analysis(book: Book, refine_resamples: int) -> tuple[dict[str, float], d
     out["efficiency"] = eff
 
     t0 = time.perf_counter()
+    quoted = quoted_stage(book, R, records, contrasts, held, decomp, trained)
+    t["quoted/limitations"] = time.perf_counter() - t0
+    out["n_quoted_tables"] = pd.DataFrame({"n": [len(quoted)]})
+
+    t0 = time.perf_counter()
     tables = [primary_family_table(contrasts, paper), table1(contrasts, est, P, paper),
               table2(decomp, opens, P, paper), openings_book_table(openings, P, paper),
               frontier_table(contrasts, P, paper), table3(est, R.arms, P, paper), table4(est, R.arms, P, paper),
@@ -257,6 +263,94 @@ def run_analysis(book: Book, refine_resamples: int) -> tuple[dict[str, float], d
     out["n_tables"] = pd.DataFrame({"n": [len(tables)]})
     out["samples"] = pd.concat(samples, ignore_index=True) if samples else pd.DataFrame()
     return t, out
+
+
+def quoted_stage(book: Book, R: Results, records: list[dict[str, Any]], contrasts: pd.DataFrame,
+                 held: pd.DataFrame, decomp: pd.DataFrame, trained: list[tuple[str, str]]) -> list[Any]:
+    """What notebooks 05-09 add beyond the paper's tables, as they call it: every quoted contrast and gain
+    difference (sections 5, B, C, E, K), the smaller diagnostics, the held-out extension trigger, the serving and
+    hand-reading guards, and notebook 09's App. A limitation tables (the limitation arms themselves are not in this
+    set: their tables are computed on what is there). Returns the report tables, saved."""
+    from negolib.analysis.beyond import fixed_opening_contrasts
+    from negolib.analysis.contrasts import held_out_extension_trigger
+    from negolib.analysis.limitations import (
+        buyer_panel,
+        limitations_frame,
+        lr_sweep,
+        lr_sweep_arms,
+        matched_flops,
+        seed_spread,
+        trained_base_pairs,
+    )
+    from negolib.analysis.limitations import self_play_split as limitation_self_play
+    from negolib.analysis.quoted import quoted_contrasts
+    from negolib.analysis.quoted_diagnostics import (
+        deal_rate_by_domain,
+        gain_shares,
+        integrative_split,
+        kl_at_read,
+        late_close_change,
+        off_schema_ledger_share,
+        self_play_split,
+        walkaways,
+    )
+    from negolib.analysis.serving import serving_frame
+    from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample
+    from negolib.report.appendix_b_c import extension_trigger_table
+    from negolib.report.appendix_d_e import template_tag_table
+    from negolib.report.beyond import (
+        buyer_panel_table,
+        fixed_openings_table,
+        limitations_table,
+        lr_sweep_table,
+        matched_flops_table,
+        seed_spread_table,
+        self_play_split_table,
+    )
+    from negolib.report.quoted import (
+        deal_rate_domain_table,
+        gain_shares_table,
+        integrative_table,
+        kl_read_table,
+        late_close_table,
+        off_schema_ledger_table,
+        quoted_table,
+        rerun_table,
+        self_play_table,
+        walkaway_table,
+    )
+
+    P, paper, an = book.params, book.paper, R.an
+    pairs = trained_pairs(P)
+    small = [(a, b) for a, b in pairs if P.design.sizes and b == P.design.sizes[0].base]
+    base0 = P.design.sizes[0].base if P.design.sizes else None
+    fixed = [a for a in P.beyond.fixed_openings if a in R.arms and P.arms[a].inner in R.arms]
+    tables = [quoted_table(quoted_contrasts(an, P, sections=(sec,)), sec, paper) for sec in ("5", "E")]
+    tables += [quoted_table(quoted_contrasts(an, P, sections=("B", "C")), "B", paper),
+               rerun_table(quoted_contrasts(an, P, sections=("K",)), paper),
+               gain_shares_table(gain_shares(decomp), P, paper),
+               integrative_table(integrative_split(an, pairs), P, paper),
+               late_close_table(late_close_change(an, pairs), P, paper),
+               self_play_table(self_play_split(an, P), P, paper),
+               deal_rate_domain_table(deal_rate_by_domain(an, small), P, paper),
+               extension_trigger_table(held_out_extension_trigger(held, P), paper),
+               kl_read_table(kl_at_read({}, P, [a for a, _ in trained]), P, paper),
+               template_tag_table(serving_frame(an.df), P),
+               walkaway_table(walkaways(an.df, 2 * P.evaluation.max_rounds), P, paper),
+               off_schema_ledger_table(off_schema_ledger_share(an.df), P, paper),
+               limitations_table(limitations_frame(P, R.arms, None)),
+               fixed_openings_table(fixed_opening_contrasts(an, P, fixed), P, fixed, {}),
+               seed_spread_table(seed_spread(R.est, P, R.arms)),
+               buyer_panel_table(buyer_panel(an, P.beyond.extra_buyer_arms), P),
+               self_play_split_table(limitation_self_play(an, P, R.arms), P, paper),
+               lr_sweep_table(lr_sweep(run_pairs(an, [(a, base0) for a in lr_sweep_arms(P)] if base0 else []), P),
+                              P, paper),
+               matched_flops_table(matched_flops(run_pairs(an, trained_base_pairs(P)), P), P, paper)]
+    for arm, _ in trained:
+        hand_read_sample(records, arm, seed=P.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300)
+    for tab in tables:
+        book.save_table(tab)
+    return tables
 
 
 def _spread(xs: list[float]) -> str:

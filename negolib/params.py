@@ -26,11 +26,10 @@ import dataclasses
 import hashlib
 import math
 import re
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.scripted import STRATEGIES, strategy_param_problems
@@ -38,6 +37,7 @@ from negolib.domains import load_domains
 from negolib.errors import ValidationError
 from negolib.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
 from negolib.sampling import sampling_problems
+from negolib.schema import build, convert, type_name
 from negolib.training.config import TrainConfig, WarmupConfig
 
 Backend = Literal["scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening"]
@@ -51,7 +51,10 @@ NOTEBOOKS: tuple[str, ...] = (
 )
 """The book's notebooks in order (:mod:`negolib.book` runs them; a profile's ``budgets.notebooks`` names them)."""
 OPENINGS = ("none", "best")
-"""The named openings of a ``fixed_opening`` arm (else a utility in [0, 1] as a string)."""
+"""The named openings of a ``fixed_opening`` arm (else ``own:<arm>`` or a utility in [0, 1] as a string)."""
+OWN_OPENING = "own:"
+"""Prefix of a ``fixed_opening`` arm's ``opening`` that names another arm: ``own:<arm>`` is the first turn that
+arm writes on the same scenario against the same buyer (App. A: does the trained arm's own opening carry the gain?)."""
 DTYPES = ("float32", "float16", "bfloat16")
 """Weight dtypes a local model loads in (``torch.<dtype>``)."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -471,136 +474,47 @@ class Params:
 # Generic typed construction
 # ---------------------------------------------------------------------------------------------
 
-def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp))
-    if origin is list or (origin is tuple and get_args(tp)[-1:] == (Ellipsis,)):
-        return f"a list of {_type_name(get_args(tp)[0])}"
-    if origin is dict:
-        return f"a mapping of str to {_type_name(get_args(tp)[1])}"
-    if tp is type(None):
-        return "null"
-    if dataclasses.is_dataclass(tp):
-        return f"a mapping ({tp.__name__})"
-    return getattr(tp, "__name__", str(tp))
-
-
 def _convert(value: Any, tp: Any, source: str, where: str) -> Any:
-    """Check ``value`` against the annotation ``tp`` (recursively) and return it converted."""
-    if tp is Any:
-        return value
-    origin = get_origin(tp)
-    bad = ValidationError(source, where, f"must be {_type_name(tp)}, got {value!r}")
-    if tp is AgentSpec:  # an agent spec anywhere gets the checks of arms and buyers
-        return _check_agent(value, source, where)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, source, where)
-    if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise bad
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _convert(value, a, source, where)
-            except ValidationError as exc:
-                errors.append(exc)
-        if len(errors) == 1:
-            raise errors[0]
-        raise bad
-    if origin is Literal:
-        if value in get_args(tp):
-            return value
-        raise ValidationError(source, where, f"must be {_type_name(tp)}, got {value!r}")
-    if origin is list:
-        if not isinstance(value, list):
-            raise bad
-        return [_convert(v, get_args(tp)[0], source, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is tuple and len(get_args(tp)) == 2 and get_args(tp)[1] is Ellipsis:  # tuple[X, ...]: a list
-        if not isinstance(value, (list, tuple)):
-            raise bad
-        return tuple(_convert(v, get_args(tp)[0], source, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise bad
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise ValidationError(source, where, f"keys must be strings, got {k!r}")
-            out[k] = _convert(v, get_args(tp)[1], source, f"{where}.{k}")
-        return out
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise bad
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise bad
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise bad
-    raise TypeError(f"unsupported annotation {tp!r} at {where}")
-
-
-_RESERVED = {"source", "root"}
+    """:func:`negolib.schema.convert` with a profile's rules: an agent spec anywhere gets the checks of arms and
+    buyers (:func:`_check_agent`); ``source`` and ``root`` are never read from the file."""
+    return convert(value, tp, source, where, hooks={AgentSpec: _check_agent}, reserved=_RESERVED)
 
 
 def _build(cls: type, data: Any, source: str, where: str) -> Any:
-    """Build dataclass ``cls`` from a mapping: unknown keys, missing keys and bad types are errors."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ValidationError(source, where or "<top>", f"must be a mapping ({cls.__name__}), got {data!r}")
-    hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _RESERVED}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValidationError(source, where or "<top>", f"unknown keys {unknown}; allowed: {sorted(fields)}")
-    kwargs = {}
-    for name, f in fields.items():
-        sub = f"{where}.{name}" if where else name
-        if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ValidationError(source, sub, f"is required ({_type_name(hints[name])})")
-            continue
-        kwargs[name] = _convert(data[name], hints[name], source, sub)
-    try:
-        return cls(**kwargs)
-    except ValueError as exc:  # a dataclass's own check: "<Class>.<field> <problem>" names the field
-        head, _, problem = str(exc).partition(" ")
-        owner, _, name = head.partition(".")
-        if owner != cls.__name__ or name not in fields:
-            raise
-        raise ValidationError(source, f"{where}.{name}" if where else name, problem) from None
+    """:func:`negolib.schema.build` with a profile's rules (see :func:`_convert`)."""
+    return build(cls, data, source, where, hooks={AgentSpec: _check_agent}, reserved=_RESERVED)
+
+
+_RESERVED = {"source", "root"}
 
 
 # ---------------------------------------------------------------------------------------------
 # Cross-field validation
 # ---------------------------------------------------------------------------------------------
 
+def opening_source(opening: str | None) -> str | None:
+    """The arm named by an ``own:<arm>`` opening, else None."""
+    if isinstance(opening, str) and opening.startswith(OWN_OPENING):
+        return opening[len(OWN_OPENING):]
+    return None
+
+
 def check_opening(opening: str) -> None:
-    """Raise ``ValueError`` unless ``opening`` is 'none', 'best' or a utility in [0, 1] as a string."""
+    """Raise ``ValueError`` unless ``opening`` is 'none', 'best', ``own:<arm>`` (a non-empty arm name; the profile
+    checks that the arm exists) or a utility in [0, 1] as a string."""
+    allowed = f"one of {OPENINGS}, 'own:<arm>' or a utility in [0, 1] as a string"
     if opening in OPENINGS:
+        return
+    if opening_source(opening) is not None:
+        if not (opening_source(opening) or "").strip():
+            raise ValueError(f"must be {allowed}: 'own:' needs an arm name, got {opening!r}")
         return
     try:
         u = float(opening)
     except (TypeError, ValueError):
-        raise ValueError(f"must be one of {OPENINGS} or a utility in [0, 1] as a string, got {opening!r}") from None
+        raise ValueError(f"must be {allowed}, got {opening!r}") from None
     if not 0 <= u <= 1:
-        raise ValueError(f"must be one of {OPENINGS} or a utility in [0, 1] as a string, got {opening!r}")
+        raise ValueError(f"must be {allowed}, got {opening!r}")
 
 
 def _at_least(value: float | None, lo: float, strict: bool = False) -> bool:
@@ -665,7 +579,7 @@ def _check_agent(raw: Any, source: str, where: str) -> AgentSpec:
     if unknown:
         raise ValidationError(source, where, f"unknown keys {unknown} for backend {backend!r}; "
                               f"allowed: {sorted(allowed)}")
-    spec = _build(AgentSpec, raw, source, where)
+    spec = build(AgentSpec, raw, source, where, reserved=_RESERVED)
     for key in _REQUIRED[backend]:
         if getattr(spec, key) in (None, ""):
             raise ValidationError(source, f"{where}.{key}", f"is required for backend {backend!r}")
@@ -792,6 +706,11 @@ def _cross_check(p: Params) -> None:
         if spec.backend == "fixed_opening" and spec.inner not in p.arms:
             raise ValidationError(src, f"{section}.{name}.inner", f"unknown arm {spec.inner!r}; "
                                   f"allowed: {sorted(p.arms)}")
+        own = opening_source(spec.opening) if spec.backend == "fixed_opening" else None
+        openers = sorted(a for a, x in p.arms.items() if x.backend not in ("fixed_opening", "scripted"))
+        if own is not None and own not in openers:
+            raise ValidationError(src, f"{section}.{name}.opening", f"'own:' must name a language-model arm of "
+                                  f"this profile (not fixed-opening or scripted), got {own!r}; allowed: {openers}")
     for rname, run in p.training.runs.items():
         init, at, step = run.init.partition("@")
         if (at and (init not in p.training.runs or not step.isdigit() or int(step) < 1)) \
@@ -1067,7 +986,7 @@ def parse_params(data: Any, source: str = "<dict>", root: str | Path = ".") -> P
     for f in dataclasses.fields(Params):
         if f.name in _RESERVED or f.name not in data:
             if f.name in ("profile", "evaluation"):
-                raise ValidationError(source, f.name, f"is required ({_type_name(hints[f.name])})")
+                raise ValidationError(source, f.name, f"is required ({type_name(hints[f.name])})")
             continue
         kwargs[f.name] = data[f.name] if f.name in ("arms", "buyers") else \
             _convert(data[f.name], hints[f.name], source, f.name)
@@ -1109,8 +1028,8 @@ def spec_dict(spec: AgentSpec) -> dict[str, Any]:
 
 __all__ = ["AgentSpec", "BilateralGameParams", "DTYPES", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
            "GamesParams", "MultiBuyerGameParams", "MultiProductGameParams",
-           "check_game_agents", "recipe", "NOTEBOOKS", "OPENINGS", "Sampling", "check_opening",
-           "spec_problems",
+           "check_game_agents", "recipe", "NOTEBOOKS", "OPENINGS", "OWN_OPENING", "opening_source", "Sampling",
+           "check_opening", "spec_problems",
            "train_config", "warmup_config", "EvaluationParams", "TrainingRun", "TrainingParams", "StatisticsParams",
            "SizeGroup", "DesignParams", "BeyondParams", "Price", "Budgets", "Params", "BACKENDS",
            "BACKEND_KEYS", "DuplicateKeyError", "StrictLoader", "load_params", "load_yaml", "parse_params",

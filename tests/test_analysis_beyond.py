@@ -10,6 +10,7 @@ from negolib.analysis.arms import compute_results
 from negolib.analysis.beyond import (
     fixed_opening_contrasts,
     fixed_opening_pairs,
+    own_opening_pairs,
     scripted_baseline_contrasts,
     seeds_scaffold_arms,
     turn_order_contrasts,
@@ -36,10 +37,12 @@ def test_beyond_contrasts_are_numeric_and_paired():
     assert list(zip(to["arm_a"], to["arm_b"])) == [("boulware.buyer_opens", "boulware")]
     assert variant_base("boulware.buyer_opens") == "boulware"
     fixed = [a for a in arms if p.arms[a].backend == "fixed_opening"]
-    pairs = [("boulware_open_best", "boulware"), ("tiny_grpo_open_none", "tiny_grpo")]  # scripted and trained
+    pairs = [("boulware_open_best", "boulware"), ("tiny_grpo_open_none", "tiny_grpo"),  # scripted and trained
+             ("tiny_base_open_own", "tiny_base")]                                           # base, GRPO's openings
     assert fixed_opening_pairs(p, fixed) == pairs
+    assert own_opening_pairs(p, fixed) == [("tiny_grpo", "tiny_base_open_own")]
     fo = fixed_opening_contrasts(an, p, fixed)
-    assert list(zip(fo["arm_a"], fo["arm_b"])) == pairs
+    assert list(zip(fo["arm_a"], fo["arm_b"])) == [*pairs, ("tiny_grpo", "tiny_base_open_own")]
     ss = seeds_scaffold_arms(p, arms)
     assert list(ss.columns) == ["arm", "run", "train_seed", "scaffold"]
     assert_tidy(ss, identifiers=("arm", "run", "scaffold"))

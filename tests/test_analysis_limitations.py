@@ -66,7 +66,8 @@ def test_every_limitation_is_listed_with_where_it_runs(profiles, tmp_path):
     assert default["third_buyer"] == "buyer_tit_for_tat (buyer)"
     assert default["self_play"] == "linear, hardheaded"  # scripted sellers that are also evaluation buyers
     smoke = limitations_frame(profiles["smoke"], ["tiny_grpo"], paper).set_index("key")["here"]
-    assert smoke["turn_order"] == "tiny_grpo" and smoke["fixed_opening"] == "tiny_grpo_open_none (not played yet)"
+    assert smoke["turn_order"] == "tiny_grpo" and smoke["fixed_opening"] == \
+        "tiny_grpo_open_none (not played yet), tiny_base_open_own (not played yet)"
     assert "tiny_grpo_s1" in smoke["seeds"] and smoke["scaffold"] == "tiny_evalscaffold (not played yet)"
     assert "tiny_warmup" not in smoke["seeds"]  # read from seed 0 only
     table = limitations_table(limitations_frame(profiles["default"], None, paper))
@@ -237,7 +238,9 @@ def test_paper_profile_holds_the_limitation_arms(profiles):
     trained_or_base = {a for a in p.arms if p.arms[a].backend in ("trained", "vllm")}
     assert {"e2b_lr3_56", "g12b_lr3_56", "g31b_lr3_56"} <= set(p.beyond.buyer_opens) & trained_or_base
     openings = {p.arms[a].opening for a in p.beyond.fixed_openings if p.arms[p.arms[a].inner].backend == "trained"}
-    assert {"none", "best", "0.741"} <= openings  # 0.741: the 12B 3x-LR arm's own opening (Table 2)
+    assert {"none", "best", "0.741"} <= openings  # 0.741: the value of the 12B 3x-LR arm's openings (Table 2)
+    assert p.arms["g12b_base_open_own"].opening == "own:g12b_lr3_56"  # its openings, scenario by scenario
+    assert "g12b_base_open_own" in p.beyond.fixed_openings
     assert [r for r, run in p.training.runs.items() if len(run.seeds) >= 3] == ["e2b_lr3", "g12b_lr3"]
     assert {r for r, run in p.training.runs.items() if run.scaffold == "evaluation"} == \
         {"e2b_lr3_evalscaffold", "g12b_lr3_evalscaffold"}

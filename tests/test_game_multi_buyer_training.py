@@ -264,7 +264,7 @@ def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, wor
     ({"markets": ["nowhere"]}, "games.multi_buyer.grpo.markets", "unknown ['nowhere']"),
     ({"turn_budget": 12}, "games.multi_buyer.grpo", "max_rollout_turns"),  # the smoke recipe allows 3 turns
     ({"reward": {"below_cost_penalty": -1}}, "games.multi_buyer.grpo.reward.below_cost_penalty", ">= 0"),
-    ({"recipe": {"max_steps": "x"}}, "games.multi_buyer.grpo.recipe.max_steps", "integer"),
+    ({"recipe": {"max_steps": "x"}}, "games.multi_buyer.grpo.recipe.max_steps", "must be int"),
 ])
 def test_grpo_overrides_are_checked_by_the_profile_mechanism(tmp_path, overrides, field, words):
     from negolib.errors import ValidationError

@@ -214,6 +214,40 @@ def test_factory_builds_scripted_and_fixed_opening_agents():
     assert ep.turns[0].action["action"] == "COUNTER"
 
 
+def test_own_opening_plays_the_named_arms_first_turn_on_the_same_view():
+    """An ``own:<arm>`` opening is the first turn that arm writes on the same scenario and buyer; later turns are
+    the inner seller's; the opener is required exactly for own openings."""
+    from negolib.agents.factory import FixedOpeningAgent
+    from negolib.agents.scripted import TimeDependentAgent
+    from negolib.domains import get_domain
+    from negolib.env import Episode
+    from negolib.scenarios import make_scenario
+
+    inner = TimeDependentAgent("inner", e=0.2, seed=0)
+    opener = TimeDependentAgent("opener", e=5.0, k=0.3, seed=0)
+    fixed = FixedOpeningAgent("fx", inner, "own:opener", 0, opener=opener)
+    for seed in (5_000_053, 5_000_054):
+        ep = Episode(make_scenario(get_domain("car"), seed))
+        view = ep.view()
+        assert fixed.act(view).text == opener.act(view).text != inner.act(view).text
+    assert fixed.settings()["opener"]["name"] == "opener"
+    with pytest.raises(ValueError, match="opener="):
+        FixedOpeningAgent("fx", inner, "own:opener", 0)
+    with pytest.raises(ValueError, match="takes no opener"):
+        FixedOpeningAgent("fx", inner, "best", 0, opener=opener)
+    with pytest.raises(ValueError, match="needs an arm name"):
+        FixedOpeningAgent("fx", inner, "own:", 0, opener=opener)
+
+
+@pytest.mark.parametrize("source, why", [("nobody", "must name a language-model arm"),
+                                          ("boulware", "must name a language-model arm")])
+def test_own_opening_must_name_a_language_model_arm(source, why):
+    data = _smoke_data()
+    data["arms"]["tiny_base_open_own"]["opening"] = f"own:{source}"
+    with pytest.raises(ValidationError, match=f"arms.tiny_base_open_own.opening.*{why}"):
+        parse_params(data, "own.yaml")
+
+
 def test_factory_api_agent_needs_its_key_before_any_call(monkeypatch):
     from negolib.agents.factory import build_agent
 
@@ -625,7 +659,7 @@ def test_game_agents_opponent_list_is_strict(tmp_path):
     ("games.bilateral.grpo", {"reward": {"ir_pen": 1}}, "games.bilateral.grpo.reward", "unknown keys ['ir_pen']"),
     ("games.bilateral.grpo", {"reward": {"ir_penalty": -1}}, "games.bilateral.grpo.reward.ir_penalty", ">= 0"),
     ("games.bilateral.grpo", {"recipe": {"max_step": 2}}, "games.bilateral.grpo.recipe.max_step", "unknown key"),
-    ("games.bilateral.grpo", {"recipe": {"max_steps": "x"}}, "games.bilateral.grpo.recipe.max_steps", "integer"),
+    ("games.bilateral.grpo", {"recipe": {"max_steps": "x"}}, "games.bilateral.grpo.recipe.max_steps", "must be int"),
     ("games.bilateral.grpo", {"recipe": {"micro_batch_size": 3}}, "games.bilateral.grpo.recipe.micro_batch_size",
      "must divide"),
     ("games.bilateral.grpo", {"recipe": 4}, "games.bilateral.grpo.recipe", "TrainConfig overrides"),

@@ -33,7 +33,7 @@ from negolib.agents.scripted import concession_bid, make_scripted
 from negolib.agents.vllm_agent import VLLMAgent  # vllm itself is imported when an agent is built
 from negolib.env import PartyView
 from negolib.models import load_causal_lm, resolve_model_path, tiny_causal_lm
-from negolib.params import DTYPES, OPENINGS, AgentSpec, Params, check_opening, spec_problems
+from negolib.params import DTYPES, OPENINGS, AgentSpec, Params, check_opening, opening_source, spec_problems
 from negolib.sampling import SamplingConfig
 from negolib.utility import best_contract
 
@@ -171,17 +171,23 @@ class FixedOpeningAgent(Agent):
     """Plays ``inner`` except for its first turn, which is a fixed opening.
 
     ``opening``: ``"none"`` (a conversational turn naming no term), ``"best"`` (the party's best
-    contract) or a number in [0, 1] as a string (a contract worth that U~ to the party).
+    contract), a number in [0, 1] as a string (a contract worth that U~ to the party) or ``"own:<arm>"``:
+    the first turn the agent ``opener`` (that arm's seller) writes on the same view, i.e. on the same
+    scenario against the same buyer (a draw from that arm's own opening policy, scenario by scenario).
     """
 
     backend = "fixed_opening"
 
-    def __init__(self, name: str, inner: Agent, opening: str = "none", seed: int = 0) -> None:
+    def __init__(self, name: str, inner: Agent, opening: str = "none", seed: int = 0,
+                 opener: Agent | None = None) -> None:
         try:
             check_opening(opening)
         except ValueError as exc:
             raise ValueError(f"opening {exc}") from None
-        self.name, self.inner, self.opening, self.seed = name, inner, opening, seed
+        if (opening_source(opening) is None) != (opener is None):
+            raise ValueError(f"agent {name!r}: opening {opening!r} " + ("needs the named arm's agent as opener="
+                             if opener is None else "takes no opener= (only an 'own:<arm>' opening does)"))
+        self.name, self.inner, self.opening, self.seed, self.opener = name, inner, opening, seed, opener
 
     def _opening_text(self, view: PartyView) -> str:
         if self.opening == "none":
@@ -198,16 +204,22 @@ class FixedOpeningAgent(Agent):
         first = [i for i, v in enumerate(views) if not any(h.role == v.role for h in v.history)]
         rest = [i for i in range(len(views)) if i not in set(first)]
         out: list[AgentReply | None] = [None] * len(views)
-        for i in first:
-            out[i] = AgentReply(self._opening_text(views[i]))
+        if self.opener is not None and first:
+            for i, rep in zip(first, self.opener.act_batch([views[i] for i in first])):
+                out[i] = rep
+        else:
+            for i in first:
+                out[i] = AgentReply(self._opening_text(views[i]))
         if rest:
             for i, rep in zip(rest, self.inner.act_batch([views[i] for i in rest])):
                 out[i] = rep
         return [r for r in out if r is not None]
 
     def settings(self) -> dict[str, Any]:
-        return {"backend": self.backend, "name": self.name, "opening": self.opening,
-                "inner": self.inner.settings()}
+        out = {"backend": self.backend, "name": self.name, "opening": self.opening, "inner": self.inner.settings()}
+        if self.opener is not None:
+            out["opener"] = self.opener.settings()
+        return out
 
 
 __all__ = ["DTYPES", "ModelCache", "FixedOpeningAgent", "OPENINGS", "PROFILE_BACKENDS", "TINY", "build_agent",

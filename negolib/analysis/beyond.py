@@ -12,7 +12,7 @@ import pandas as pd
 from negolib.analysis.arms import Results
 from negolib.analysis.contrasts import run_pairs
 from negolib.analysis.resamplers import Analysis
-from negolib.params import Params
+from negolib.params import Params, opening_source
 
 
 def scripted_baseline_contrasts(res: Results) -> pd.DataFrame:
@@ -40,9 +40,21 @@ def fixed_opening_pairs(params: Params, arms: Sequence[str]) -> list[tuple[str, 
     return [(a, params.arms[a].inner or "") for a in arms]
 
 
+def own_opening_pairs(params: Params, arms: Sequence[str]) -> list[tuple[str, str]]:
+    """(the arm whose openings an ``own:<arm>`` arm plays, that fixed-opening arm) for each such arm of ``arms``
+    held by another seller: the part of the opening arm's score its openings do not carry."""
+    out = []
+    for a in arms:
+        source = opening_source(params.arms[a].opening)
+        if source is not None and source != params.arms[a].inner:
+            out.append((source, a))
+    return out
+
+
 def fixed_opening_contrasts(an: Analysis, params: Params, arms: Sequence[str]) -> pd.DataFrame:
-    """S of each fixed-opening arm minus S of its inner seller opening freely (paired)."""
-    return run_pairs(an, fixed_opening_pairs(params, arms))
+    """S of each fixed-opening arm minus S of its inner seller opening freely; for an ``own:<arm>`` opening held
+    by another seller, also S of that arm minus the fixed-opening arm (all paired)."""
+    return run_pairs(an, fixed_opening_pairs(params, arms) + own_opening_pairs(params, arms))
 
 
 def seeds_scaffold_arms(params: Params, arms: Sequence[str]) -> pd.DataFrame:
@@ -60,5 +72,5 @@ def seeds_scaffold_arms(params: Params, arms: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "run", "train_seed", "scaffold"])
 
 
-__all__ = ["fixed_opening_contrasts", "fixed_opening_pairs", "scripted_baseline_contrasts", "seeds_scaffold_arms",
-           "turn_order_contrasts", "variant_base"]
+__all__ = ["fixed_opening_contrasts", "fixed_opening_pairs", "own_opening_pairs", "scripted_baseline_contrasts",
+           "seeds_scaffold_arms", "turn_order_contrasts", "variant_base"]

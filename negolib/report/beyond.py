@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from negolib.analysis.arms import Results
-from negolib.analysis.beyond import fixed_opening_pairs, variant_base
+from negolib.analysis.beyond import fixed_opening_pairs, own_opening_pairs, variant_base
 from negolib.domains import get_domain
 from negolib.efficiency import ScenarioOracle
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
@@ -67,12 +67,15 @@ def turn_order_table(contrasts: pd.DataFrame, variants: Sequence[str], suffix: s
 def fixed_openings_table(contrasts: pd.DataFrame, params: Params, arms: Sequence[str],
                          opens: Mapping[str, float] | None = None) -> BookTable:
     """Each fixed-opening arm against its inner seller opening freely (ΔS, paired;
-    :func:`negolib.analysis.beyond.fixed_opening_contrasts`) and the share of episodes opening with terms
-    (fixed / free)."""
+    :func:`negolib.analysis.beyond.fixed_opening_contrasts`); for an ``own:<arm>`` opening held by another seller,
+    that arm minus the fixed-opening arm (the part of its score the opening does not carry); and the share of
+    episodes opening with terms (fixed / free)."""
     look = marked_lookup(contrasts)
     o = opens or {}
+    source = {a: s for s, a in own_opening_pairs(params, arms)}
     rows = [{"arm": a, "opening": params.arms[a].opening, "free seller": b,
              "ΔS (fixed − free)": contrast_cell(look, a, b),
+             "ΔS (opening's arm − fixed)": contrast_cell(look, source[a], a) if a in source else DASH,
              "opens with terms (fixed / free)": f"{fmt_pct(o.get(a))} / {fmt_pct(o.get(b))}"}
             for a, b in fixed_opening_pairs(params, arms)]
     df = frame(rows, "arm")

@@ -11,13 +11,12 @@ and what is allowed. This module imports nothing of negolib but its errors, so t
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from negolib.errors import ValidationError
+from negolib.schema import build
 
 Scaffold = Literal["training", "evaluation"]
 Backend = Literal["auto", "hf", "vllm"]
@@ -231,63 +230,8 @@ class TrainConfig:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(merged) - set(fields))
         if unknown:
-            raise ValidationError(
-                source, unknown[0], f"unknown key; allowed keys: {sorted(fields)} (+ lr_arm)"
-            )
-        hints = typing.get_type_hints(cls)
-        kwargs = {k: _coerce(source, k, v, hints[k]) for k, v in merged.items()}
-        return cls(**kwargs)
-
-
-def _coerce(source: str, name: str, value: Any, hint: Any) -> Any:
-    """Check ``value`` against the field's type hint; ints are accepted for floats, lists for tuples."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(source, name, value, arg)
-            except ValidationError as exc:
-                errors.append(exc.problem)
-        raise ValidationError(source, name, " or ".join(errors))
-    if origin is Literal:
-        allowed = typing.get_args(hint)
-        if value not in allowed:
-            raise ValidationError(source, name, f"must be one of {list(allowed)}, got {value!r}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValidationError(source, name, f"must be a list of strings, got {value!r}")
-        return tuple(value)
-    if origin in (Mapping, dict) or hint is Mapping:
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-            for k, v in value.items()
-        ):
-            raise ValidationError(source, name, f"must be a mapping of names to probabilities, got {value!r}")
-        return {k: float(v) for k, v in value.items()}
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ValidationError(source, name, f"must be true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError(source, name, f"must be an integer, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValidationError(source, name, f"must be a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ValidationError(source, name, f"must be a string, got {value!r}")
-        return value
-    return value
+            raise ValidationError(source, unknown[0], f"unknown keys {unknown}; allowed: {sorted(fields)} (+ lr_arm)")
+        return build(cls, merged, source)
 
 
 @dataclass(frozen=True)
@@ -329,9 +273,9 @@ class WarmupConfig:
         unknown = sorted(set(raw) - set(known))
         if unknown:
             raise ValidationError(source, unknown[0], f"unknown warm-up keys {unknown}; allowed: {known}")
-        hints = typing.get_type_hints(cls)
-        kwargs = {k: _coerce(source, k, v, hints[k]) for k, v in raw.items()}
         try:
-            return cls(**kwargs)
+            return build(cls, raw, source)
+        except ValidationError:
+            raise
         except ValueError as exc:
             raise ValueError(f"{source}: {exc}") from None

@@ -34,7 +34,7 @@ from negolib.agents.factory import (
 from negolib.agents.factory import build_agent as build_spec_agent
 from negolib.chat_template import assert_roundtrip, derive_turn_tags
 from negolib.models import resolve_model_path
-from negolib.params import AgentSpec, Params, train_config, warmup_config
+from negolib.params import AgentSpec, Params, opening_source, train_config, warmup_config
 from negolib.training.checkpoints import last_checkpoint
 from negolib.training.data import env_config, scenario_items
 from negolib.training.grpo import TrainResult, train
@@ -161,7 +161,10 @@ def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | N
             raise ValueError(f"agent {name!r}: a 'fixed_opening' spec needs params= to build its inner arm")
         inner = build_agent(spec.inner or "", params.arms[spec.inner or ""], seed, params=params, cache=cache,
                             role=role)
-        return FixedOpeningAgent(name, inner, spec.opening or "none", seed)
+        own = opening_source(spec.opening)
+        opener = None if own is None else inner if own == spec.inner else \
+            build_agent(own, params.arms[own], seed, params=params, cache=cache, role=role)
+        return FixedOpeningAgent(name, inner, spec.opening or "none", seed, opener=opener)
     return build_spec_agent(name, spec, seed, params=params, cache=cache, role=role)
 
 
