@@ -10,7 +10,8 @@ what notebooks 05-09 compute from those transcripts: reading and validating, arm
 metric of Tables 3-5), contrasts (design contrasts, held-out contrasts and App. K's two re-runs at
 10^5 resamples: the primary family and the held-out gains), decomposition (Tables 2 and 9 with
 openings), guards and diagnostics (App. E guards, style tables, transcript samples, cost), efficiency
-(Pareto frontiers of every deal, notebook 09) and tables/figures (every report table and figure).
+(Pareto frontiers of every deal, notebook 09), the quoted contrasts, smaller diagnostics and App. A
+limitation tables of notebooks 05-09 (:func:`quoted_stage`) and tables/figures (every report table and figure).
 
 Baseline, measured in the same run, A-B-A alternated: the reading stage against ``json.loads`` of
 the same lines (A), around each full analysis (B). Prints medians and ranges.

@@ -142,7 +142,11 @@ display(B.save_table(turn_order_table(turn_order_contrasts(Analysis.from_params(
 # %% [markdown]
 # ## Fixed openings: does the opening cause the gain?
 # Each fixed-opening arm plays its inner seller's strategy after a fixed first turn; the contrast is
-# against the same seller opening freely, with the share of episodes opening with terms beside it.
+# against the same seller opening freely, with the share of episodes opening with terms beside it. An opening
+# `none` names no term, `best` is the seller's best contract, a number is a contract worth that U~ to the seller,
+# and `own:<arm>` is the first turn that arm writes on the same scenario against the same buyer (a trained arm's
+# own opening, scenario by scenario, held by another seller: its base, say). For those, the last contrast is the
+# arm itself minus the seller holding its openings: the part of the trained arm's score its openings do not carry.
 
 # %%
 fixed = [a for a in P.beyond.fixed_openings if a in R.arms and P.arms[a].inner in R.arms]
