@@ -16,10 +16,8 @@ IR violations 0 -> 5 -> 8; the SFT model writes valid calls but names prices it 
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,13 +39,21 @@ from negolib.games.bilateral.scenarios import (
     validation_seeds,
 )
 from negolib.games.bilateral.scripted import make_scripted
+from negolib.games.sft import (
+    SFTConfig,
+    SFTResult,
+    encode_conversation,
+    masked_loss,
+    read_matches,
+    run_sft,
+)
+from negolib.games.sft import select_best as select_best_deals
 from negolib.sampling import SamplingConfig
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
 from negolib.training.grpo import TrainingTask, TrainResult
 from negolib.training.rollout import EpisodeFactory
 
-MATCHES_FILE = "matches.jsonl"  # the tournament's episode file (the games layer does not import the tournament)
 Chat = list[dict[str, str]]
 EVAL_OFFSET = shared.EVAL_OFFSET
 TrainingOutcome = shared.TrainingOutcome
@@ -176,25 +182,6 @@ class SFTExample:
     surplus_share: float  # the game's payoff of the seller
 
 
-def read_matches(path: str | Path) -> list[dict[str, Any]]:
-    """The match lines of a tournament file (or of ``<dir>/matches.jsonl``); a torn last line is ignored."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / MATCHES_FILE
-    text = p.read_text()
-    lines = text.split("\n")[:-1]  # the text after the last newline: empty, or a torn line
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-def _match(obj: Any) -> dict[str, Any]:
-    """A tournament match record (a ``MatchRecord`` or its JSON dict) as a dict with the fields used here."""
-    if isinstance(obj, Mapping):
-        return {"seller": str(obj["seller"]), "buyer": str(obj["buyer"]), "scenario_key": str(obj["scenario_key"]),
-                "record": dict(obj["record"])}
-    return {"seller": str(obj.seller), "buyer": str(obj.buyer), "scenario_key": str(obj.scenario_key),
-            "record": dict(obj.record)}
-
-
 def replay(record: Mapping[str, Any]) -> Episode:
     """The episode of a bilateral record, replayed turn by turn (its outcome must match the record's)."""
     sc = BilateralScenario(str(record["tier"]), int(record["seed"]), float(record["cost"]), float(record["value"]))
@@ -216,44 +203,22 @@ def seller_chat(record: Mapping[str, Any]) -> Chat:
     return msgs[:-1]  # the last user message asks for a turn after the end
 
 
-def _is_lm(name: str) -> bool:
-    return ":" in name
+def _deal_in_zone(rec: Mapping[str, Any]) -> bool:
+    """A deal at a price between the seller's cost and the buyer's value (no individual-rationality violation)."""
+    out = rec["outcome"]
+    price = out.get("price")
+    return bool(out["deal"]) and price is not None and float(rec["cost"]) <= float(price) <= float(rec["value"])
 
 
 def select_best(matches: Iterable[Any], sellers: Sequence[str] | None = None,
                 opponents: Sequence[str] | None = None,
                 select: Literal["best_deal", "top_seller"] = "best_deal") -> list[dict[str, Any]]:
-    """Per scenario, the best deal among the candidate matches (one per scenario key, in key order).
-
-    Candidates: valid deals of ``sellers`` (None: every seller that is not a language model) against
-    ``opponents`` (None: every buyer) with no individual-rationality violation. ``best_deal``: the highest
-    seller payoff (surplus share), ties to fewer turns, then seller and buyer name. ``top_seller``: only the
-    deals of the seller with the highest mean payoff over all its valid episodes against ``opponents``."""
-    rows = [_match(m) for m in matches]
-    rows = [r for r in rows if (sellers is None and not _is_lm(r["seller"])) or (sellers and r["seller"] in sellers)]
-    rows = [r for r in rows if opponents is None or r["buyer"] in opponents]
-    rows = [r for r in rows if r["record"].get("game", "bilateral") == "bilateral"]
-    valid = [r for r in rows if r["record"].get("status") != "error" and r["record"].get("outcome")]
-    if select == "top_seller":
-        means: dict[str, list[float]] = {}
-        for r in valid:
-            means.setdefault(r["seller"], []).append(role_payoff(r["record"], "seller"))
-        if not means:
-            return []
-        top = max(sorted(means), key=lambda s: float(np.mean(means[s])))
-        valid = [r for r in valid if r["seller"] == top]
-    elif select != "best_deal":
-        raise ValueError(f"select must be 'best_deal' or 'top_seller', got {select!r}")
-    best: dict[str, tuple[tuple, dict[str, Any]]] = {}
-    for r in valid:
-        rec, out = r["record"], r["record"]["outcome"]
-        price = out.get("price")
-        if not out["deal"] or price is None or not float(rec["cost"]) <= float(price) <= float(rec["value"]):
-            continue
-        rank = (-role_payoff(rec, "seller"), int(out["turns"]), r["seller"], r["buyer"])
-        if r["scenario_key"] not in best or rank < best[r["scenario_key"]][0]:
-            best[r["scenario_key"]] = (rank, r)
-    return [best[k][1] for k in sorted(best)]
+    """Per scenario, the best deal among the candidate matches (one per scenario key, in key order): the shared
+    :func:`negolib.games.sft.select_best` with the seller's surplus share as the payoff and a deal inside the zone
+    (no individual-rationality violation) as a valid one; ties to fewer turns, then seller and buyer name."""
+    return select_best_deals(matches, lambda rec: role_payoff(rec, "seller"), game="bilateral", deal_ok=_deal_in_zone,
+                             sellers=sellers, opponents=opponents, select=select,
+                             n_turns=lambda rec: int(rec["outcome"]["turns"]))
 
 
 def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | None = None,
@@ -273,153 +238,14 @@ def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | Non
     return out[:max_examples] if max_examples is not None else out
 
 
-def encode_conversation(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> tuple[list[int], list[int]]:
-    """(ids, assistant mask) of a chat: the template's render without a generation prompt, tokenized once; the mask
-    is 1 on the tokens of each assistant message's content and its end-of-turn token, 0 elsewhere."""
-    from negolib.chat_template import derive_turn_tags, render_chat
-
-    msgs = [dict(m) for m in messages]
-    full = render_chat(tokenizer, msgs, add_generation_prompt=False)
-    stop = tokenizer.decode([derive_turn_tags(tokenizer).stop_ids[0]], skip_special_tokens=False)
-    spans = []
-    for i, m in enumerate(msgs):
-        if m["role"] != "assistant":
-            continue
-        prefix = render_chat(tokenizer, msgs[:i], add_generation_prompt=True)
-        upto = render_chat(tokenizer, msgs[: i + 1], add_generation_prompt=False)
-        end = upto.find(stop, len(prefix) + len(m["content"]))
-        if not (full.startswith(upto) and upto.startswith(prefix)) or end < 0:
-            raise ValueError(f"the chat template does not render assistant message {i} as a prefix of the chat")
-        spans.append((len(prefix), end + len(stop)))
-    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
-    mask = [int(b > a and any(lo <= a and b <= hi for lo, hi in spans)) for a, b in enc["offset_mapping"]]
-    return list(enc["input_ids"]), mask
-
-
 # ---------------------------------------------------------------------------------------------
-# SFT
+# SFT (the shared :mod:`negolib.games.sft`, with this game's recipe defaults)
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class BilateralSFTConfig:
-    """Supervised fine-tuning with TRL's ``SFTTrainer`` on the assistant turns (ours)."""
-
-    epochs: int = 2  # passes over the conversations
-    learning_rate: float = 5e-5  # peak; cosine decay after a linear warm-up
-    warmup_ratio: float = 0.1  # fraction of the steps spent warming up
-    batch_size: int = 4  # conversations per optimizer step (micro-batches of one, accumulated)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    max_length: int = 4096  # tokens per conversation; longer ones keep their start
-    seed: int = 0  # shuffling and initialisation of anything random
-    dtype: str = "float32"  # float32 on CPU
-
-    def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.max_length < 2:
-            raise ValueError("BilateralSFTConfig: epochs, batch_size >= 1 and max_length >= 2")
-        if not 0 < self.learning_rate < 1 or not 0 <= self.warmup_ratio < 1:
-            raise ValueError("BilateralSFTConfig: learning_rate in (0, 1), warmup_ratio in [0, 1)")
-
-
-@dataclass
-class SFTResult:
-    """Where the fine-tuned model is (``hf:<model_dir>``), the mean assistant-token loss on the data before and
-    after, the optimizer steps, the seconds and TRL's log rows."""
-
-    model_dir: Path
-    loss_before: float
-    loss_after: float
-    steps: int
-    seconds: float
-    examples: int
-    log: list[dict[str, Any]] = field(default_factory=list)
-
-
-def masked_loss(model: Any, encoded: Sequence[tuple[list[int], list[int]]]) -> float:
-    """Mean next-token negative log-likelihood over the masked (assistant) tokens of ``encoded``."""
-    import torch
-
-    total, n = 0.0, 0
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for ids, mask in encoded:
-                x = torch.tensor([ids], device=device)
-                logits = model(input_ids=x).logits[0, :-1].float()
-                target, keep = x[0, 1:], torch.tensor(mask[1:], device=device).bool()
-                nll = torch.nn.functional.cross_entropy(logits, target, reduction="none")
-                total += float(nll[keep].sum())
-                n += int(keep.sum())
-    finally:
-        model.train(was_training)
-    return total / max(1, n)
-
-
-def run_sft(model_dir: str | Path, dataset: Sequence[SFTExample] | Sequence[Sequence[Mapping[str, str]]],
-            out_dir: str | Path, config: BilateralSFTConfig | None = None, progress: bool = False) -> SFTResult:
-    """Fine-tune the model at ``model_dir`` (a folder or a packaged model name) on ``dataset`` and save it to
-    ``<out_dir>/model`` (atomically; loadable as ``hf:<out_dir>/model``), with ``sft_log.jsonl`` and
-    ``sft_summary.json`` beside it. The loss covers the assistant turns only (:func:`encode_conversation`)."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
-
-    from negolib.models import resolve_model_path
-    from negolib.training.checkpoints import atomic_dir
-
-    c = config or BilateralSFTConfig()
-    if not dataset:
-        raise ValueError("run_sft: an empty dataset")
-    t0 = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    init = resolve_model_path(model_dir)
-    tok = AutoTokenizer.from_pretrained(init)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    chats = [ex.messages if isinstance(ex, SFTExample) else ex for ex in dataset]
-    encoded = [encode_conversation(tok, chat) for chat in chats]
-    encoded = [(ids[: c.max_length], mask[: c.max_length]) for ids, mask in encoded]
-    rows = [{"input_ids": ids, "assistant_masks": mask} for ids, mask in encoded]
-    cuda = torch.cuda.is_available()
-    args = SFTConfig(
-        output_dir=str(out / "trainer"), num_train_epochs=c.epochs, per_device_train_batch_size=1,
-        gradient_accumulation_steps=c.batch_size, learning_rate=c.learning_rate, lr_scheduler_type="cosine",
-        warmup_steps=c.warmup_ratio, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm,
-        max_length=c.max_length, packing=False, logging_steps=1, save_strategy="no", report_to=[],
-        seed=c.seed, data_seed=c.seed, use_cpu=not cuda, bf16=False, fp16=False, disable_tqdm=not progress,
-        dataloader_num_workers=0, model_init_kwargs={"dtype": c.dtype}, completion_only_loss=False,
-        assistant_only_loss=False, dataset_num_proc=None,
-    )
-    trainer = SFTTrainer(model=init, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok)
-    if not progress:
-        from transformers.trainer_callback import PrinterCallback
-
-        trainer.remove_callback(PrinterCallback)
-    for (ids, mask), labels in zip(encoded, trainer.train_dataset["labels"]):  # TRL's labels are our mask
-        if list(labels) != [i if m else -100 for i, m in zip(ids, mask)]:
-            raise RuntimeError("SFTTrainer's labels do not follow the assistant mask; nothing was trained")
-    before = masked_loss(trainer.model, encoded)
-    trainer.train()
-    after = masked_loss(trainer.model, encoded)
-    final = out / "model"
-    with atomic_dir(final) as staged:
-        trainer.model.save_pretrained(staged)
-        tok.save_pretrained(staged)
-    log = [dict(r) for r in trainer.state.log_history]
-    with open(out / "sft_log.jsonl", "w") as fh:
-        for r in log:
-            fh.write(json.dumps(r) + "\n")
-    result = SFTResult(final, before, after, int(trainer.state.global_step), time.perf_counter() - t0, len(rows), log)
-    summary = {"init": init, "config": asdict(c), "examples": len(rows), "steps": result.steps,
-               "loss_before": before, "loss_after": after, "seconds": result.seconds,
-               "assistant_tokens": sum(sum(m) for _, m in encoded), "tokens": sum(len(i) for i, _ in encoded)}
-    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return result
+class BilateralSFTConfig(SFTConfig):
+    """Supervised fine-tuning with TRL's ``SFTTrainer`` on the assistant turns (ours; the shared fields)."""
 
 
 # ---------------------------------------------------------------------------------------------
