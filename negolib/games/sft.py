@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,6 +84,36 @@ def select_best(matches: Iterable[Any], payoff: Callable[[Record], float], *, ga
         if r["scenario_key"] not in best or rank < best[r["scenario_key"]][0]:
             best[r["scenario_key"]] = (rank, r)
     return [best[k][1] for k in sorted(best)]
+
+
+@dataclass(frozen=True)
+class GameSFTExample:
+    """One seller conversation of a game (``messages`` ends on the seller's last turn), the match it came from and
+    its seller payoff (the game's)."""
+
+    messages: tuple[dict[str, Any], ...]
+    scenario_key: str
+    seller: str
+    buyer: str
+    payoff: float
+
+
+def sft_examples(source: str | Path | Iterable[Any], payoff: Callable[[Record], float],
+                 chat: Callable[[Record], list[dict[str, Any]]], *, game: str, deal_ok: Callable[[Record], bool],
+                 sellers: Sequence[str] | None = None, opponents: Sequence[str] | None = None,
+                 select: Literal["best_deal", "top_seller"] = "best_deal", min_share: float = 0.0,
+                 max_examples: int | None = None) -> list[GameSFTExample]:
+    """The SFT conversations of a tournament (its directory, its ``matches.jsonl`` or its match records): ``chat``
+    of each scenario's best deal (:func:`select_best`) with a payoff of at least ``min_share``, in scenario-key
+    order (the first ``max_examples``)."""
+    matches = read_matches(source) if isinstance(source, (str, Path)) else list(source)
+    out = []
+    for r in select_best(matches, payoff, game=game, deal_ok=deal_ok, sellers=sellers, opponents=opponents,
+                         select=select):
+        share = float(payoff(r["record"]))
+        if share >= min_share:
+            out.append(GameSFTExample(tuple(chat(r["record"])), r["scenario_key"], r["seller"], r["buyer"], share))
+    return out[:max_examples] if max_examples is not None else out
 
 
 def encode_conversation(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> tuple[list[int], list[int]]:
@@ -192,6 +223,13 @@ def run_sft(model_dir: str | Path, dataset: Sequence[Any],
     chats = [ex.messages if hasattr(ex, "messages") else ex for ex in dataset]  # examples or bare chats
     encoded = [encode_conversation(tok, chat) for chat in chats]
     encoded = [(ids[: c.max_length], mask[: c.max_length]) for ids, mask in encoded]
+    empty = [i for i, (_, mask) in enumerate(encoded) if not any(mask)]
+    if len(empty) == len(encoded):
+        raise ValueError(f"run_sft: no assistant token within max_length={c.max_length} in any of the {len(encoded)} "
+                         "conversations (truncation keeps their start); raise max_length")
+    if empty:
+        warnings.warn(f"run_sft: {len(empty)} of {len(encoded)} conversations have no assistant token within "
+                      f"max_length={c.max_length} and are not trained on (examples {empty[:8]})", stacklevel=2)
     rows = [{"input_ids": ids, "assistant_masks": mask} for ids, mask in encoded]
     cuda = torch.cuda.is_available()
     args = SFTConfig(
@@ -230,5 +268,5 @@ def run_sft(model_dir: str | Path, dataset: Sequence[Any],
     return result
 
 
-__all__ = ["MATCHES_FILE", "SFTConfig", "SFTResult", "encode_conversation", "is_lm_name", "masked_loss",
-           "match_fields", "read_matches", "run_sft", "select_best"]
+__all__ = ["MATCHES_FILE", "GameSFTExample", "SFTConfig", "SFTResult", "encode_conversation", "is_lm_name",
+           "masked_loss", "match_fields", "read_matches", "run_sft", "select_best", "sft_examples"]

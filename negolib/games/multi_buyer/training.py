@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from negolib.games import sft
 from negolib.games import training as shared
 from negolib.games.multi_buyer.buyers import ScriptedBuyers
 from negolib.games.multi_buyer.env import Episode
@@ -34,13 +35,14 @@ from negolib.games.multi_buyer.scenarios import (
     MARKETS,
     SEEDS,
     TRAIN_MARKETS,
+    MarketConfig,
     MultiBuyerScenario,
     make_scenario,
     train_seeds,
     validation_seeds,
 )
 from negolib.games.multi_buyer.sellers import make_seller
-from negolib.games.toolcalls import reply_turn
+from negolib.games.toolcalls import StructuredTurn, reply_turn
 from negolib.sampling import SamplingConfig
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
@@ -304,7 +306,58 @@ def evaluate_stages(stages: Mapping[str, str | Path], markets: Sequence[str] = (
     return stage_table(episodes, list(stages), n_resamples, seed, alpha)
 
 
+# ---------------------------------------------------------------------------------------------
+# SFT data: the tournament's best scripted deals as the seller's chats (the shared negolib.games.sft)
+# ---------------------------------------------------------------------------------------------
+
+
+def replay(record: Mapping[str, Any]) -> Episode:
+    """The episode of a multi-buyer record, rebuilt from its market and seed and replayed turn by turn; ValueError
+    when the scenario or the sales differ from the record's."""
+    cfg = dict(record["config"])
+    sc = make_scenario(MarketConfig(**{**cfg, "styles": tuple(cfg["styles"])}), int(record["seed"]),
+                       str(record["market"]))
+    if sc.cost != record["cost"] or list(sc.budgets) != list(record["budgets"]):
+        raise ValueError(f"record {record.get('scenario_key')}: market {record['market']!r} seed {record['seed']} "
+                         "does not rebuild its scenario (cost or budgets differ)")
+    ep = Episode(sc, str(record.get("scenario_key", sc.key)))
+    for t in record["turns"]:
+        calls = t.get("raw_tool_calls")
+        ep.step(StructuredTurn(t["raw"], calls) if calls is not None else t["raw"])
+    want, got = (record.get("outcome") or {}).get("deals"), ep.outcome.deals if ep.outcome else None
+    if want != got:
+        raise ValueError(f"record {sc.key} does not replay to its sales ({want} vs {got})")
+    return ep
+
+
+def seller_chat(record: Mapping[str, Any]) -> Chat:
+    """The seller's conversation of a finished record, ending on its last turn, as the local agent is prompted in
+    the text tool format (:func:`.prompts.chat_messages` ``"text"``: tools in the system prompt, each call as
+    ``<tool_call>`` text after the message, its result in the next user message)."""
+    view = replay(record).view()
+    return chat_messages(view, "text")[:-1]  # the last user message asks for a turn after the end
+
+
+def _valid_sale(record: Mapping[str, Any]) -> bool:
+    """At least one sale, none above the buyer's budget (scripted buyers cannot overshoot; a model buyer can)."""
+    out = record["outcome"]
+    return bool(out["deals"]) and not any(d.get("overshoot") for d in out["deals"])
+
+
+def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | None = None,
+                opponents: Sequence[str] | None = None, select: str = "best_deal", min_share: float = 0.0,
+                max_examples: int | None = None) -> list[sft.GameSFTExample]:
+    """The SFT conversations of a multi-buyer tournament: per scenario, the scripted sellers' best sale (the
+    highest normalised surplus, :meth:`MultiBuyerGame.payoffs`; no overshoot) as the seller's chat
+    (:func:`seller_chat`); see :func:`negolib.games.sft.sft_examples`."""
+    game = MultiBuyerGame()
+    return sft.sft_examples(source, lambda rec: game.payoffs(rec).seller, seller_chat, game="multi_buyer",
+                            deal_ok=_valid_sale, sellers=sellers, opponents=opponents,
+                            select=select,  # type: ignore[arg-type]
+                            min_share=min_share, max_examples=max_examples)
+
+
 __all__ = ["COUNTS", "EVAL_OFFSET", "METRICS", "POOL", "STAGE_COLUMNS", "MultiBuyerGRPOConfig", "RewardConfig",
            "TrainingEpisode", "TrainingOutcome", "default_recipe", "episode_factory", "evaluate_stages",
-           "market_scenarios", "normalised_surplus", "play_stages", "render", "reward_of", "roundtrip_chat",
-           "run_grpo", "scenario_items", "stage_seeds", "stage_table", "training_task"]
+           "market_scenarios", "normalised_surplus", "play_stages", "render", "replay", "reward_of", "roundtrip_chat",
+           "run_grpo", "scenario_items", "seller_chat", "sft_dataset", "stage_seeds", "stage_table", "training_task"]
