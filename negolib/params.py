@@ -379,7 +379,11 @@ class MultiBuyerGameParams(MarketGameParams):
     every market), ``train`` (false: the notebook evaluates the base model only, no GRPO) and ``grpo``, overrides
     of :class:`negolib.games.multi_buyer.training.MultiBuyerGRPOConfig` (its ``turn_budget`` also sets the
     evaluation's; its ``recipe`` key overrides the shared TrainConfig), checked by :func:`recipe` when the notebook
-    builds it (errors name the dotted field, ``games.multi_buyer.grpo.recipe.max_steps``)."""
+    builds it (errors name the dotted field, ``games.multi_buyer.grpo.recipe.max_steps``). ``sft`` (optional,
+    :class:`GameSFT`): fine-tune the base model on the tournament's best scripted sales first (its ``config``:
+    overrides of :class:`negolib.games.sft.SFTConfig`); GRPO then starts from the fine-tuned model."""
+
+    sft: GameSFT | None = None
 
     opponent_buyers: ClassVar[str | None] = "pool, or a style"
 

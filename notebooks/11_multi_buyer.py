@@ -30,8 +30,9 @@
 #   surplus, the share of deals closed with the highest-budget buyer, exploration, budget overshoots,
 #   deal rate and turns used, with seed-cluster intervals (`multi_buyer_scripted`), and the same on
 #   the generalisation arms, unseen buyer styles and other budget distributions (`multi_buyer_arms`);
-# * the profile's language model as a seller before and after GRPO with the normalised surplus as the
-#   reward (`multi_buyer_lm`), beside the source paper's qualitative findings, labelled as theirs.
+# * the profile's language model as a seller before and after training (an SFT stage on the scripted
+#   sellers' best sales where the profile has one, then GRPO with the normalised surplus as the reward)
+#   (`multi_buyer_lm`), beside the source paper's qualitative findings, labelled as theirs.
 #
 # Every number below is computed by this run; the next cell reports how long this notebook took on
 # this profile the last time the book runner executed it.
@@ -72,8 +73,10 @@ from negolib.games.multi_buyer.training import (
     default_recipe,
     evaluate_stages,
     run_grpo,
+    sft_dataset,
     stage_table,
 )
+from negolib.games.sft import SFTConfig, run_sft
 from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.tournament import read_matches, run_tournament
@@ -95,7 +98,8 @@ check_game_agents(P, "multi_buyer", game.scripted_strategies(), opponents=game.b
 grpo_config = recipe(P, "games.multi_buyer.grpo", MultiBuyerGRPOConfig(recipe=replace(default_recipe(), seed=P.seed)))
 last = B.last_run("11_multi_buyer")
 print(f"profile {P.profile!r}: {len(G.tournament.agents)} sellers, {G.tournament.seeds_per_tier} seeds per market; "
-      f"language model: {G.lm.base.display} ({'base and GRPO' if G.train else 'base only'})")
+      f"language model: {G.lm.base.display} "
+      f"({' -> '.join(['base', *(['SFT'] if G.sft else []), *(['GRPO'] if G.train else [])])})")
 print(f"this notebook's last run by the book runner on this profile: {last['duration_s']:.0f} s "
       f"({last['status']}, finished {last['finished']})" if last.get("duration_s") is not None
       else "this notebook's last run by the book runner on this profile: none recorded yet (see the last cell)")
@@ -246,14 +250,18 @@ B.save_figure(fig, "multi_buyer_arms")
 plt.show()
 
 # %% [markdown]
-# ## A language model as the seller, before and after GRPO
+# ## A language model as the seller, before and after training
 # * **Base**: the profile's model (the embedded SmolLM2 in the default profile; in the smoke profile a
 #   tiny Llama built from a config with random weights, whose numbers check the pipeline and are not
 #   findings). It speaks the market through its chat template, the `message_buyer` schema in its
 #   system prompt and a JSON call in its text (the same format it is trained in).
+# * **SFT** (when the profile has `games.multi_buyer.sft`; ours): the base model fine-tuned on the
+#   tournament's best scripted sale of each scenario, replayed into the seller's chat in that same format
+#   (`negolib.games.sft`, loss on the seller's turns only). Without it a small base model may write no valid
+#   call at all: every rollout of a GRPO group then earns the same reward and the group has no gradient.
 # * **GRPO**: the shared trainer (`negolib.training.grpo`) on the training market against the buyer
-#   pool, the reward the episode's normalised surplus (a sale below cost and wasted turns cost extra:
-#   ours). There is no SFT stage here. The profile's `grpo.turn_budget` may cut the markets to a few
+#   pool, from the SFT model when there is one, the reward the episode's normalised surplus (a sale below
+#   cost and wasted turns cost extra: ours). The profile's `grpo.turn_budget` may cut the markets to a few
 #   seller turns to fit a CPU; the evaluation then uses the same budget.
 # * **Evaluation**: base, GRPO and the best scripted seller of the tournament as a reference, on the
 #   same reserved scenarios (disjoint from the tournament's) with the same sampling seed; differences
@@ -263,15 +271,26 @@ plt.show()
 # %%
 LM = G.lm
 base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
-stages = {"base": base_dir}
+stages, start_dir = {"base": base_dir}, base_dir
+if G.sft is not None:
+    sft_config = recipe(P, "games.multi_buyer.sft.config", SFTConfig(seed=P.seed))
+    examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
+    with summarize_warnings():  # e.g. conversations cut to max_length
+        sft = run_sft(base_dir, examples, B.paths.game_training("multi_buyer", "sft"), sft_config, progress=True)
+    print(f"SFT: {sft.examples} conversations (the best scripted sale of each scenario: "
+          f"{', '.join(sorted({e.seller for e in examples}))}; mean normalised surplus "
+          f"{np.mean([e.payoff for e in examples]):.3f}), {sft.steps} optimizer steps, {sft.seconds:.0f} s; "
+          f"seller-turn loss {sft.loss_before:.3f} -> {sft.loss_after:.3f}")
+    stages["SFT"] = start_dir = sft.model_dir
+trained = "SFT+GRPO" if G.sft is not None else "GRPO"
 if G.train:
     with summarize_warnings():  # e.g. prompts cut to the recipe's max_prompt_tokens
-        grpo = run_grpo(base_dir, B.paths.game_training("multi_buyer", "grpo"), grpo_config, opponent=LM.opponent,
+        grpo = run_grpo(start_dir, B.paths.game_training("multi_buyer", "grpo"), grpo_config, opponent=LM.opponent,
                         progress=True, resume=False)
     log = pd.DataFrame(grpo.log)
     print(f"GRPO: {grpo.steps} steps against {LM.opponent!r}; final checkpoint {grpo.checkpoint.name}")
     display(log[[c for c in ("step", "reward", "score", "deal_rate", "kl", "seconds") if c in log]].round(3))
-    stages["GRPO"] = grpo.checkpoint
+    stages[trained] = grpo.checkpoint
 else:
     print("GRPO: not run on this profile (games.multi_buyer.train is false); the base model is evaluated alone")
 stages[f"{best_seller} (scripted)"] = best_seller
@@ -282,7 +301,7 @@ with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
                                progress=True)
 
 # %% [markdown]
-# ## Base and GRPO beside the source paper's findings
+# ## The trained stages beside the source paper's findings
 # The source paper's findings are **theirs** and qualitative: its abstract gives **no numbers**, so
 # none are quoted here and none are invented. It reports that standard LLMs *"fail to explore the
 # buyer pool, often fixating on the current highest bid"*; that the RLVR-trained seller *"extracts a
@@ -293,13 +312,14 @@ with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
 
 # %%
 THEIRS = {"base": "fails to explore the buyer pool; fixates on the current highest bid",
-          "GRPO - base": "substantially higher surplus; deals with high-value buyers more consistently; probes more"}
+          f"{trained} - base": "substantially higher surplus; deals with high-value buyers more consistently; "
+                               "probes more (their RLVR seller; no SFT stage in theirs)"}
 shown = pd.concat([wide(lm_table, "all", index="stage"), wide(lm_table, "all", "difference", index="stage")])
 shown["Liu et al. (theirs, qualitative; no numbers)"] = [THEIRS.get(i, "") for i in shown.index]
 seeds_note = f"{LM.eval_seeds_per_tier} seed clusters x {len(set(lm_table['market'])) - 1} market(s)"
 budget_note = f"{grpo_config.turn_budget} seller turns per market" if grpo_config.turn_budget else "full turn budgets"
 display(B.save_table(BookTable(
-    "multi_buyer_lm", "The language-model seller before and after GRPO (ours) beside Liu et al.'s findings (theirs)",
+    "multi_buyer_lm", "The language-model seller before and after training (ours) beside Liu et al.'s (theirs)",
     shown, f"Seller vs {LM.opponent!r}, {seeds_note}, {budget_note}; {1 - S.alpha:.0%} seed-cluster intervals, "
     "differences paired by scenario.", data=lm_table)))
 pooled = lm_table[lm_table["market"] == "all"].set_index(["kind", "stage", "baseline", "metric"])
@@ -317,9 +337,10 @@ def change(stage, baseline, metric):
 level = pooled.loc[("stage", "base", "", "exploration"), "estimate"]
 print(f"Ours, base model: {level:.2f} buyers explored per market on average; "
       f"{pooled.loc[('stage', 'base', '', 'bad_parses'), 'estimate']:.2f} wasted (bad-parse) turns per market.")
-if "GRPO" in stages:
-    print(f"Ours, GRPO vs base: {change('GRPO', 'base', 'normalised_surplus')}; "
-          f"{change('GRPO', 'base', 'top_buyer_share')}; {change('GRPO', 'base', 'exploration')}.")
+for stage, baseline in (("SFT", "base"), (trained, "base"), (trained, "SFT")):
+    if stage in stages and baseline in stages:
+        print(f"Ours, {stage} vs {baseline}: {change(stage, baseline, 'normalised_surplus')}; "
+              f"{change(stage, baseline, 'top_buyer_share')}; {change(stage, baseline, 'exploration')}.")
 by_market = lm_table[(lm_table["kind"] == "stage") & (lm_table["metric"] == "normalised_surplus")]
 display(by_market.pivot(index="stage", columns="market", values="estimate").reindex(list(stages)).round(3))
 

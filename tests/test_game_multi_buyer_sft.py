@@ -10,7 +10,7 @@ import pytest
 
 from negolib.games.multi_buyer.game import MultiBuyerGame
 from negolib.games.multi_buyer.protocol import parse_seller_turn
-from negolib.games.multi_buyer.training import replay, seller_chat, sft_dataset
+from negolib.games.multi_buyer.training import replay, sft_dataset
 from negolib.games.sft import GameSFTExample, select_best
 from negolib.tournament import read_matches, run_tournament
 

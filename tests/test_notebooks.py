@@ -44,7 +44,8 @@ EXPECTED = {
                            "notebook 10 ran", "image/png"],
     "11_multi_buyer": ["rules and their source", "Scripted buyer styles", "Scripted sellers and their parameters",
                        "Scripted sellers vs the buyer pool", "Normalised surplus by market arm", "GRPO: ",
-                       "Liu et al. (theirs", "Ours, base model", "Ours, GRPO vs base", "notebook 11 ran", "image/png"],
+                       "Liu et al. (theirs", "Ours, base model", "Ours, SFT vs base", "Ours, SFT+GRPO vs base",
+                       "Ours, SFT+GRPO vs SFT", "SFT: 2 conversations", "notebook 11 ran", "image/png"],
     "12_multi_product": ["rules and their source", "Markets: the training market", "Scripted sellers vs the buyer pool",
                          "upper bound", "Constraint adherence of the scripted sellers", "by market arm", "GRPO: ",
                          "before and after GRPO", "qualitative findings (theirs)", "no numbers given",
@@ -192,7 +193,7 @@ def test_bilateral_notebook_outputs(bilateral_book):
 
 def test_multi_buyer_notebook_outputs(multi_buyer_book):
     """Notebook 11 on the smoke profile: every scripted seller on every market arm with intervals, no overshoot by a
-    scripted buyer, the language-model table with base, GRPO and the scripted reference beside the source paper's
+    scripted buyer, the language-model table with base, SFT, SFT+GRPO and the scripted reference beside the paper's
     qualitative findings (labelled as theirs, no numbers), everything under the profile's output folder."""
     import pandas as pd
 
@@ -213,10 +214,13 @@ def test_multi_buyer_notebook_outputs(multi_buyer_book):
             & (surplus["estimate"].astype(float) <= surplus["ci_high"].astype(float))).all()
     arms = pd.read_csv(out / "tables" / "multi_buyer_arms.csv", index_col=0)
     assert list(arms.index) == list(g.tournament.agents) and list(arms.columns) == [*EVAL_MARKETS, "all"]
-    shown = pd.read_csv(out / "tables" / "multi_buyer_lm.csv", index_col=0)
-    assert list(shown.index)[:2] == ["base", "GRPO"] and "GRPO - base" in shown.index
+    shown = pd.read_csv(out / "tables" / "multi_buyer_lm.csv", index_col=0)  # base -> SFT -> SFT+GRPO (smoke)
+    assert list(shown.index)[:3] == ["base", "SFT", "SFT+GRPO"]
+    assert {"SFT - base", "SFT+GRPO - base", "SFT+GRPO - SFT"} <= set(shown.index)
     theirs = shown["Liu et al. (theirs, qualitative; no numbers)"].fillna("")
-    assert "fixat" in theirs["base"] and "higher surplus" in theirs["GRPO - base"]
+    assert "fixat" in theirs["base"] and "higher surplus" in theirs["SFT+GRPO - base"]
+    sft = json.loads((out / "games" / "multi_buyer" / "training" / "sft" / "sft_summary.json").read_text())
+    assert sft["examples"] == g.sft.max_examples and sft["assistant_tokens"] > 0
     lm = pd.read_csv(out / "tables" / "multi_buyer_lm_data.csv", keep_default_na=False)
     assert set(lm["market"]) == {*g.lm.eval_tiers, "all"}
     assert set(lm.loc[lm["kind"] == "stage", "n_clusters"]) == {g.lm.eval_seeds_per_tier}
