@@ -347,12 +347,15 @@ class MarketGameParams:
     """What the market games' sections share (see :class:`MultiProductGameParams`, :class:`MultiBuyerGameParams`):
     the scripted sellers' ``tournament``, the language model ``lm``, ``train`` (false: the notebook evaluates the
     base model only, no GRPO) and ``grpo``, overrides of the game's GRPO recipe; at least one seller, the opponent
-    one of the game's scripted buyers (``opponent_buyers``: the names an error gives), markets as strata."""
+    one of the game's scripted buyers (``opponent_buyers``: the names an error gives), markets as strata. ``sft``
+    (optional, :class:`GameSFT`): fine-tune the base model on the tournament's best scripted sales first (its
+    ``config``: overrides of :class:`negolib.games.sft.SFTConfig`); GRPO then starts from the fine-tuned model."""
 
     tournament: GameTournament
     lm: GameLM
     train: bool = True
     grpo: dict[str, Any] = field(default_factory=dict)
+    sft: GameSFT | None = None
 
     min_agents: ClassVar[int] = 1  # see BilateralGameParams
     opponent_buyers: ClassVar[str | None] = "pool"
@@ -379,11 +382,7 @@ class MultiBuyerGameParams(MarketGameParams):
     every market), ``train`` (false: the notebook evaluates the base model only, no GRPO) and ``grpo``, overrides
     of :class:`negolib.games.multi_buyer.training.MultiBuyerGRPOConfig` (its ``turn_budget`` also sets the
     evaluation's; its ``recipe`` key overrides the shared TrainConfig), checked by :func:`recipe` when the notebook
-    builds it (errors name the dotted field, ``games.multi_buyer.grpo.recipe.max_steps``). ``sft`` (optional,
-    :class:`GameSFT`): fine-tune the base model on the tournament's best scripted sales first (its ``config``:
-    overrides of :class:`negolib.games.sft.SFTConfig`); GRPO then starts from the fine-tuned model."""
-
-    sft: GameSFT | None = None
+    builds it (errors name the dotted field, ``games.multi_buyer.grpo.recipe.max_steps``)."""
 
     opponent_buyers: ClassVar[str | None] = "pool, or a style"
 

@@ -32,7 +32,8 @@
 #   revenue against the best feasible allocation, welfare against the optimal assignment) and
 #   seed-cluster intervals (`multi_product_sellers`, `multi_product_constraints`), per market arm
 #   (`multi_product_arms`);
-# * the profile's language model as a seller before and after GRPO with the normalised surplus as the
+# * the profile's language model as a seller before and after training (SFT on the scripted sellers' best
+#   sales where the profile has it, then GRPO) with the normalised surplus as the
 #   reward (`multi_product_lm`), and beside it the source paper's qualitative findings, labelled as
 #   theirs (`multi_product_findings`).
 #
@@ -72,8 +73,10 @@ from negolib.games.multi_product.training import (
     format_stage_table,
     play_stages,
     run_grpo,
+    sft_dataset,
     stage_table,
 )
+from negolib.games.sft import SFTConfig, run_sft
 from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.tournament import read_matches, run_tournament
@@ -107,7 +110,7 @@ for i, m in enumerate(LM.eval_tiers or []):
 grpo_config = recipe(P, "games.multi_product.grpo", MultiProductGRPOConfig())  # a bad override fails here, named
 last = B.last_run("12_multi_product")
 print(f"profile {P.profile!r}: sellers {', '.join(T.agents)}; {T.seeds_per_tier} seeds per market; language model: "
-      f"{LM.base.display} ({'GRPO and evaluation' if G.train else 'evaluation only, no training'})")
+      f"{LM.base.display} ({' -> '.join(['base', *(['SFT'] if G.sft else []), *(['GRPO'] if G.train else [])])})")
 print(f"this notebook's last run by the book runner on this profile: {last['duration_s']:.0f} s "
       f"({last['status']}, finished {last['finished']})" if last.get("duration_s") is not None
       else "this notebook's last run by the book runner on this profile: none recorded yet (see the last cell)")
@@ -249,11 +252,17 @@ if priced:
           "cent; the random seller seeds its draws with the market's name, so its episodes differ)")
 
 # %% [markdown]
-# ## The language-model seller before and after GRPO
+# ## The language-model seller before and after training
 # * **Base**: the profile's model (the embedded SmolLM2 in the default profile; in the smoke profile a
 #   tiny Llama built from a config with random weights, whose numbers check the pipeline and are not
 #   findings). It writes the four-part text from the chat of `negolib.games.multi_product.prompts`.
-# * **GRPO**: the shared trainer (`negolib.training.grpo`) from the base model, the seller against
+# * **SFT** (when the profile has `games.multi_product.sft`; ours): the base model fine-tuned on the
+#   tournament's best clean sale of each scenario by a scripted seller that does not read valuations (the
+#   oracles are upper bounds, never demonstrations), replayed into the same chat (`negolib.games.sft`, loss
+#   on the seller's messages only). A base model that writes no valid message gives every GRPO rollout the
+#   same reward: no gradient.
+# * **GRPO**: the shared trainer (`negolib.training.grpo`) from the SFT model when there is one, else the base
+#   model, the seller against
 #   the profile's buyers, the reward the normalised surplus minus a small penalty per refused message
 #   (`negolib.games.multi_product.training`). The default profile runs one small step to keep the
 #   book under an hour on two cores (sized by an estimate, not a timing: the first cell reports the
@@ -263,12 +272,23 @@ if priced:
 
 # %%
 base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
-stages = {"base": base_dir}
+stages, start_dir = {"base": base_dir}, base_dir
+if G.sft is not None:
+    sft_config = recipe(P, "games.multi_product.sft.config", SFTConfig(seed=P.seed))
+    examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
+    with summarize_warnings():  # e.g. conversations cut to max_length
+        sft = run_sft(base_dir, examples, B.paths.game_training("multi_product", "sft"), sft_config, progress=True)
+    print(f"SFT: {sft.examples} conversations (the best clean sale of each scenario: "
+          f"{', '.join(sorted({e.seller for e in examples}))}; mean normalised surplus "
+          f"{np.mean([e.payoff for e in examples]):.3f}), {sft.steps} optimizer steps, {sft.seconds:.0f} s; "
+          f"seller-message loss {sft.loss_before:.3f} -> {sft.loss_after:.3f}")
+    stages["SFT"] = start_dir = sft.model_dir
+TRAINED = "SFT+GRPO" if G.sft is not None else "GRPO"
 if G.train:
     with summarize_warnings():  # e.g. prompts cut to the recipe's max_prompt_tokens
-        grpo = run_grpo(base_dir, B.paths.game_training("multi_product", "grpo"), grpo_config, opponent=LM.opponent,
+        grpo = run_grpo(start_dir, B.paths.game_training("multi_product", "grpo"), grpo_config, opponent=LM.opponent,
                         progress=True, resume=False)
-    stages["GRPO"] = grpo.checkpoint
+    stages[TRAINED] = grpo.checkpoint
     log = pd.DataFrame(grpo.log)
     print(f"GRPO: {grpo.steps} steps against {LM.opponent!r} on {', '.join(grpo_config.markets)}; final checkpoint "
           f"{grpo.checkpoint.name}")
@@ -285,7 +305,7 @@ with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
                          prompt_cap=LM.base.prompt_cap or 2048, progress=True)
 lm_table = stage_table(lm_eps, list(stages), S.n_resamples, S.seed, S.alpha)
 display(B.save_table(BookTable(
-    "multi_product_lm", f"The language-model seller before and after GRPO ({LM.base.display}; ours)",
+    "multi_product_lm", f"The language-model seller before and after training ({LM.base.display}; ours)",
     format_stage_table(lm_table), f"Against {LM.opponent!r}, {LM.eval_seeds_per_tier} seed clusters in "
     f"{', '.join(LM.eval_tiers or MARKETS)}; {1 - S.alpha:.0%} seed-cluster intervals, differences paired by scenario.",
     data=lm_table)))
@@ -308,15 +328,16 @@ def ci_cell(tbl, kind, stage, baseline, market, metric):
 
 
 def ours_change(metric, market="all"):
-    """GRPO - base on ``metric`` as measured here (a direction only where the interval excludes zero), or why not."""
-    if "GRPO" not in stages:
+    """The trained stage - base on ``metric`` as measured here (a direction only where the interval excludes
+    zero), or why not."""
+    if TRAINED not in stages:
         return "not measured: no GRPO on this profile"
     r = lm_table.set_index(["kind", "stage", "baseline", "market", "metric"]).loc[
-        ("difference", "GRPO", "base", market, metric)]
+        ("difference", TRAINED, "base", market, metric)]
     if pd.isna(r["estimate"]):
         return "not measured (undefined on these episodes)"
     word = "no clear change" if r["ci_low"] <= 0 <= r["ci_high"] else ("higher" if r["estimate"] > 0 else "lower")
-    return f"GRPO - base {word}: {ci_cell(lm_table, 'difference', 'GRPO', 'base', market, metric)}"
+    return f"{TRAINED} - base {word}: {ci_cell(lm_table, 'difference', TRAINED, 'base', market, metric)}"
 
 
 frontier = [a for a in T.agents if ":" in a]
@@ -328,7 +349,7 @@ if frontier:
     versus = f"frontier sellers in the tournament: {versus} (the trained model played other seeds: not paired)"
 else:
     versus = "not measured: no frontier model sold in this profile's tournament"
-if unseen and "GRPO" in stages:
+if unseen and TRAINED in stages:
     general = "; ".join(f"{m}: {ours_change('normalised_surplus', m)}" for m in unseen) + " (normalised surplus)"
 else:
     general = "not measured for the language model: its evaluation used only training markets on this profile"

@@ -48,7 +48,8 @@ EXPECTED = {
                        "Ours, SFT+GRPO vs SFT", "SFT: 2 conversations", "notebook 11 ran", "image/png"],
     "12_multi_product": ["rules and their source", "Markets: the training market", "Scripted sellers vs the buyer pool",
                          "upper bound", "Constraint adherence of the scripted sellers", "by market arm", "GRPO: ",
-                         "before and after GRPO", "qualitative findings (theirs)", "no numbers given",
+                         "before and after training", "SFT: 2 conversations", "qualitative findings (theirs)",
+                         "no numbers given",
                          "notebook 12 ran", "image/png"],
 }
 BILATERAL = "10_bilateral_trade"
@@ -234,7 +235,8 @@ def test_multi_buyer_notebook_outputs(multi_buyer_book):
 def test_multi_product_notebook_outputs(multi_product_book):
     """Notebook 12 on the smoke profile: every scripted seller on every market arm with seed-cluster intervals, the
     oracle labelled an upper bound and never beaten, no broken rule by a scripted seller, the language model before
-    and after GRPO with their paired difference, the source paper's findings labelled as theirs with no number."""
+    and after SFT and GRPO with their paired differences, the source paper's findings labelled as theirs with no
+    number."""
     import re
 
     import pandas as pd
@@ -266,7 +268,9 @@ def test_multi_product_notebook_outputs(multi_product_book):
     assert (out / "figures" / "multi_product_arms.png").exists()
     assert (out / "games" / "multi_product" / "tournament" / "matches.jsonl").exists()
     lm = pd.read_csv(out / "tables" / "multi_product_lm.csv", index_col=0)
-    assert list(lm.index) == ["base", "GRPO", "GRPO - base"]
+    assert list(lm.index) == ["base", "SFT", "SFT+GRPO", "SFT - base", "SFT+GRPO - base", "SFT+GRPO - SFT"]
+    sft = json.loads((out / "games" / "multi_product" / "training" / "sft" / "sft_summary.json").read_text())
+    assert sft["examples"] == g.sft.max_examples and sft["assistant_tokens"] > 0
     lm_data = pd.read_csv(out / "tables" / "multi_product_lm_data.csv", keep_default_na=False)
     assert set(lm_data["market"]) == {*g.lm.eval_tiers, "all"}
     assert set(lm_data.loc[lm_data["kind"] == "stage", "n_episodes"]) == {g.lm.eval_seeds_per_tier}

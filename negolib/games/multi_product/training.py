@@ -11,7 +11,7 @@ per market with seed-cluster bootstrap intervals and paired stage differences (:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from negolib.agents.base import AgentReply
+from negolib.games import sft
 from negolib.games import training as shared
 from negolib.games.multi_product.env import Episode, SellerView
 from negolib.games.multi_product.game import MultiProductGame
@@ -29,11 +30,13 @@ from negolib.games.multi_product.scenarios import (
     MARKETS,
     SEEDS,
     TRAIN_MARKETS,
+    MarketConfig,
+    make_scenario,
     scenario_set,
     train_seeds,
     validation_seeds,
 )
-from negolib.games.multi_product.sellers import make_seller
+from negolib.games.multi_product.sellers import SELLERS, make_seller
 from negolib.sampling import SamplingConfig
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
@@ -288,7 +291,64 @@ def format_stage_table(table: pd.DataFrame, market: str = "all", metrics: Sequen
     return pd.DataFrame(rows, index=pd.Index(names, name="seller"))
 
 
+# ---------------------------------------------------------------------------------------------
+# SFT data: the tournament's best scripted sales as the seller's chats (the shared negolib.games.sft)
+# ---------------------------------------------------------------------------------------------
+
+UPPER_BOUNDS = tuple(name for name in SELLERS if name.startswith("oracle"))
+"""Scripted sellers that read the buyers' valuations (upper bounds): never demonstrations by default."""
+
+
+def replay(record: Mapping[str, Any]) -> Episode:
+    """The episode of a multi-product record, rebuilt from its market and seed and replayed turn by turn;
+    ValueError when the scenario or the sales differ from the record's."""
+    sc = make_scenario(MarketConfig(**dict(record["config"])), int(record["seed"]), str(record["market"]))
+    if list(sc.costs) != list(record["costs"]) or [list(v) for v in sc.valuations] != \
+            [list(v) for v in record["valuations"]]:
+        raise ValueError(f"record {record.get('scenario_key')}: market {record['market']!r} seed {record['seed']} "
+                         "does not rebuild its scenario (costs or valuations differ)")
+    ep = Episode(sc, str(record.get("scenario_key", sc.key)))
+    for t in record["turns"]:
+        ep.step(t["raw"])
+    want, got = (record.get("outcome") or {}).get("sales"), ep.outcome.sales if ep.outcome else None
+    if want != got:
+        raise ValueError(f"record {sc.key} does not replay to its sales ({want} vs {got})")
+    return ep
+
+
+def seller_chat(record: Mapping[str, Any]) -> Chat:
+    """The seller's conversation of a finished record, ending on its last message, as the local agent is prompted
+    (:func:`.prompts.chat_messages`: the four-part protocol as text, each answer in the next user message)."""
+    view = replay(record).view()
+    return chat_messages(view, "text")[:-1]  # the last user message asks for a message after the end
+
+
+def _clean_sale(record: Mapping[str, Any]) -> bool:
+    """At least one sale, no overshoot, and every message valid and within the market's rules."""
+    out = record["outcome"]
+    return bool(out["sales"]) and not out["overshoots"] and not out["bad_parses"] and \
+        not any(out["violations"].values())
+
+
+def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | None = None,
+                opponents: Sequence[str] | None = None, select: str = "best_deal", min_share: float = 0.0,
+                max_examples: int | None = None) -> list[sft.GameSFTExample]:
+    """The SFT conversations of a multi-product tournament: per scenario, the best clean sale (the highest seller
+    payoff, :func:`seller_payoff`) among ``sellers`` (None: every scripted seller but the upper bounds,
+    :data:`UPPER_BOUNDS`, which read the valuations) as the seller's chat (:func:`seller_chat`); see
+    :func:`negolib.games.sft.sft_examples`."""
+    if sellers is None:
+        matches = sft.read_matches(source) if isinstance(source, (str, Path)) else list(source)
+        fields = [sft.match_fields(m) for m in matches]
+        sellers = sorted({f["seller"] for f in fields if not sft.is_lm_name(f["seller"])} - set(UPPER_BOUNDS))
+        source = matches
+    return sft.sft_examples(source, seller_payoff, seller_chat, game="multi_product", deal_ok=_clean_sale,
+                            sellers=sellers, opponents=opponents, select=select,  # type: ignore[arg-type]
+                            min_share=min_share, max_examples=max_examples)
+
+
 __all__ = ["EVAL_OFFSET", "METRICS", "MultiProductGRPOConfig", "RewardConfig", "STAGE_COLUMNS", "TrainingEpisode",
            "TrainingOutcome", "default_recipe", "episode_factory", "episodes_frame", "evaluate_stages",
-           "format_stage_table", "play_stages", "refused_messages", "render", "reward_of", "roundtrip_chat", "run_grpo",
-           "scenario_items", "seller_payoff", "stage_seeds", "stage_table", "training_task"]
+           "format_stage_table", "play_stages", "refused_messages", "render", "replay", "reward_of", "roundtrip_chat",
+           "run_grpo", "scenario_items", "seller_chat", "seller_payoff", "sft_dataset", "stage_seeds", "stage_table",
+           "training_task", "UPPER_BOUNDS"]
