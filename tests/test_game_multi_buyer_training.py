@@ -251,6 +251,9 @@ def _profile(tmp_path, edit=None):
      "games.multi_buyer.lm.base.backend", "must be 'hf'"),
     (lambda g: g.update(train="yes"), "games.multi_buyer.train", "bool"),
     (lambda g: g.update(grpo=["markets"]), "games.multi_buyer.grpo", "must be a mapping"),
+    (lambda g: g["sft"].update(max_examples="2"), "games.multi_buyer.sft.max_examples", "must be int"),
+    (lambda g: g["sft"].update(select="worst"), "games.multi_buyer.sft.select", "one of 'best_deal'"),
+    (lambda g: g["sft"].update(epochs=1), "games.multi_buyer.sft", "unknown keys ['epochs']"),
 ])
 def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, words):
     from negolib.errors import ValidationError
@@ -276,3 +279,22 @@ def test_grpo_overrides_are_checked_by_the_profile_mechanism(tmp_path, overrides
     with pytest.raises(ValidationError) as e:
         recipe(p, "games.multi_buyer.grpo", MultiBuyerGRPOConfig(), {**p.games.multi_buyer.grpo, **overrides})
     assert e.value.field.startswith(field) and words in str(e.value)
+
+
+@pytest.mark.parametrize("overrides, field, words", [
+    ({"epoch": 1}, "games.multi_buyer.sft.config", "unknown keys ['epoch']; allowed: ['batch_size'"),
+    ({"learning_rate": 3}, "games.multi_buyer.sft.config", "learning_rate in (0, 1)"),
+    ({"max_length": "long"}, "games.multi_buyer.sft.config.max_length", "must be int"),
+])
+def test_sft_overrides_are_checked_by_the_profile_mechanism(tmp_path, overrides, field, words):
+    """The market's SFT recipe (the shared SFTConfig) is built like every game recipe: errors name the dotted field."""
+    from negolib.errors import ValidationError
+    from negolib.games.sft import SFTConfig
+    from negolib.params import recipe
+
+    p = _profile(tmp_path)
+    built = recipe(p, "games.multi_buyer.sft.config", SFTConfig())  # the smoke profile's own overrides build
+    assert built.max_length == 8192 and built.epochs == 1
+    with pytest.raises(ValidationError) as e:
+        recipe(p, "games.multi_buyer.sft.config", SFTConfig(), overrides)
+    assert e.value.field.startswith(field) and words in str(e.value), str(e.value)
