@@ -230,7 +230,8 @@ class TrainConfig:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(merged) - set(fields))
         if unknown:
-            raise ValidationError(source, unknown[0], f"unknown keys {unknown}; allowed: {sorted(fields)} (+ lr_arm)")
+            raise ValidationError(source, unknown[0],
+                                  f"unknown keys {unknown}; allowed keys: {sorted(fields)} (+ lr_arm)")
         return build(cls, merged, source)
 
 
