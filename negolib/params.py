@@ -508,8 +508,9 @@ def check_opening(opening: str) -> None:
     allowed = f"one of {OPENINGS}, 'own:<arm>' or a utility in [0, 1] as a string"
     if opening in OPENINGS:
         return
-    if opening_source(opening) is not None:
-        if not (opening_source(opening) or "").strip():
+    own = opening_source(opening)
+    if own is not None:
+        if not own.strip():
             raise ValueError(f"must be {allowed}: 'own:' needs an arm name, got {opening!r}")
         return
     try:
@@ -697,6 +698,7 @@ def _cross_check(p: Params) -> None:
     for arm in ev.arms or []:
         if arm not in p.arms:
             raise ValidationError(src, "evaluation.arms", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
+    openers = sorted(a for a, x in p.arms.items() if x.backend not in ("fixed_opening", "scripted"))  # own:<arm>
     for name, spec in {**p.arms, **p.buyers}.items():
         section = "arms" if name in p.arms else "buyers"
         if spec.backend == "trained" and spec.run not in p.training.runs:
@@ -710,7 +712,6 @@ def _cross_check(p: Params) -> None:
             raise ValidationError(src, f"{section}.{name}.inner", f"unknown arm {spec.inner!r}; "
                                   f"allowed: {sorted(p.arms)}")
         own = opening_source(spec.opening) if spec.backend == "fixed_opening" else None
-        openers = sorted(a for a, x in p.arms.items() if x.backend not in ("fixed_opening", "scripted"))
         if own is not None and own not in openers:
             raise ValidationError(src, f"{section}.{name}.opening", f"'own:' must name a language-model arm of "
                                   f"this profile (not fixed-opening or scripted), got {own!r}; allowed: {openers}")

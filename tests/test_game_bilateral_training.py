@@ -196,6 +196,19 @@ def test_sft_lowers_the_loss_and_the_model_loads_as_an_hf_agent(sft):
 
 
 
+def test_sft_without_a_config_trains_with_the_shared_defaults(sft, base_dir, tmp_path):
+    """run_sft(config=None) uses negolib's SFTConfig defaults (TRL's class of the same name is imported as another
+    name inside run_sft: it once shadowed ours)."""
+    from dataclasses import asdict
+
+    from negolib.games.sft import SFTConfig
+
+    data, _ = sft
+    res = run_sft(base_dir, data[:1], tmp_path / "defaults")
+    summary = json.loads((tmp_path / "defaults" / "sft_summary.json").read_text())
+    assert summary["config"] == asdict(SFTConfig()) and res.examples == 1 and res.steps >= 1
+
+
 def test_rollout_rewards_follow_the_games_payoff_rule():
     tok = tiny_tokenizer()
     tags = derive_turn_tags(tok)

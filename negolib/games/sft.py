@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -50,18 +50,19 @@ def is_lm_name(name: str) -> bool:
 def select_best(matches: Iterable[Any], payoff: Callable[[Record], float], *, game: str,
                 deal_ok: Callable[[Record], bool], sellers: Sequence[str] | None = None,
                 opponents: Sequence[str] | None = None, select: Literal["best_deal", "top_seller"] = "best_deal",
-                n_turns: Callable[[Record], int] | None = None) -> list[dict[str, Any]]:
+                n_turns: Callable[[Record], int] | None = None, exclude: Collection[str] = ()) -> list[dict[str, Any]]:
     """Per scenario, the best deal among the candidate matches of ``game`` (one per scenario key, in key order).
 
     Candidates: valid records (no error, an outcome) of ``sellers`` (None: every seller that is not a language
-    model) against ``opponents`` (None: every buyer) whose deal passes ``deal_ok`` (the game's validity: a deal, no
-    individual-rationality violation). ``best_deal``: the highest ``payoff`` (the seller's), ties to fewer turns
-    (``n_turns``, default the record's turn count), then seller and buyer name. ``top_seller``: only the deals of
-    the seller with the highest mean payoff over all its valid episodes against ``opponents``."""
+    model nor in ``exclude``) against ``opponents`` (None: every buyer) whose deal passes ``deal_ok`` (the game's
+    validity: a deal, no individual-rationality violation). ``best_deal``: the highest ``payoff`` (the seller's),
+    ties to fewer turns (``n_turns``, default the record's turn count), then seller and buyer name. ``top_seller``:
+    only the deals of the seller with the highest mean payoff over all its valid episodes against ``opponents``."""
     turns = n_turns or (lambda rec: len(rec["turns"]))
     rows = [match_fields(m) for m in matches]
     rows = [r for r in rows
-            if (sellers is None and not is_lm_name(r["seller"])) or (sellers and r["seller"] in sellers)]
+            if (sellers is None and not is_lm_name(r["seller"]) and r["seller"] not in exclude)
+            or (sellers and r["seller"] in sellers)]
     rows = [r for r in rows if opponents is None or r["buyer"] in opponents]
     rows = [r for r in rows if r["record"].get("game", game) == game]
     valid = [r for r in rows if r["record"].get("status") != "error" and r["record"].get("outcome")]
@@ -102,14 +103,14 @@ def sft_examples(source: str | Path | Iterable[Any], payoff: Callable[[Record], 
                  chat: Callable[[Record], list[dict[str, Any]]], *, game: str, deal_ok: Callable[[Record], bool],
                  sellers: Sequence[str] | None = None, opponents: Sequence[str] | None = None,
                  select: Literal["best_deal", "top_seller"] = "best_deal", min_share: float = 0.0,
-                 max_examples: int | None = None) -> list[GameSFTExample]:
+                 max_examples: int | None = None, exclude: Collection[str] = ()) -> list[GameSFTExample]:
     """The SFT conversations of a tournament (its directory, its ``matches.jsonl`` or its match records): ``chat``
-    of each scenario's best deal (:func:`select_best`) with a payoff of at least ``min_share``, in scenario-key
-    order (the first ``max_examples``)."""
+    of each scenario's best deal (:func:`select_best`, ``exclude`` as there) with a payoff of at least
+    ``min_share``, in scenario-key order (the first ``max_examples``)."""
     matches = read_matches(source) if isinstance(source, (str, Path)) else list(source)
     out = []
     for r in select_best(matches, payoff, game=game, deal_ok=deal_ok, sellers=sellers, opponents=opponents,
-                         select=select):
+                         select=select, exclude=exclude):
         share = float(payoff(r["record"]))
         if share >= min_share:
             out.append(GameSFTExample(tuple(chat(r["record"])), r["scenario_key"], r["seller"], r["buyer"], share))
@@ -205,7 +206,8 @@ def run_sft(model_dir: str | Path, dataset: Sequence[Any],
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig as TRLSFTConfig
+    from trl import SFTTrainer
 
     from negolib.models import resolve_model_path
     from negolib.training.checkpoints import atomic_dir
@@ -232,7 +234,7 @@ def run_sft(model_dir: str | Path, dataset: Sequence[Any],
                       f"max_length={c.max_length} and are not trained on (examples {empty[:8]})", stacklevel=2)
     rows = [{"input_ids": ids, "assistant_masks": mask} for ids, mask in encoded]
     cuda = torch.cuda.is_available()
-    args = SFTConfig(
+    args = TRLSFTConfig(
         output_dir=str(out / "trainer"), num_train_epochs=c.epochs, per_device_train_batch_size=1,
         gradient_accumulation_steps=c.batch_size, learning_rate=c.learning_rate, lr_scheduler_type="cosine",
         warmup_steps=c.warmup_ratio, weight_decay=c.weight_decay, max_grad_norm=c.max_grad_norm,

@@ -337,14 +337,9 @@ def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | Non
     payoff, :func:`seller_payoff`) among ``sellers`` (None: every scripted seller but the upper bounds,
     :data:`UPPER_BOUNDS`, which read the valuations) as the seller's chat (:func:`seller_chat`); see
     :func:`negolib.games.sft.sft_examples`."""
-    if sellers is None:
-        matches = sft.read_matches(source) if isinstance(source, (str, Path)) else list(source)
-        fields = [sft.match_fields(m) for m in matches]
-        sellers = sorted({f["seller"] for f in fields if not sft.is_lm_name(f["seller"])} - set(UPPER_BOUNDS))
-        source = matches
     return sft.sft_examples(source, seller_payoff, seller_chat, game="multi_product", deal_ok=_clean_sale,
                             sellers=sellers, opponents=opponents, select=select,  # type: ignore[arg-type]
-                            min_share=min_share, max_examples=max_examples)
+                            min_share=min_share, max_examples=max_examples, exclude=UPPER_BOUNDS)
 
 
 __all__ = ["EVAL_OFFSET", "METRICS", "MultiProductGRPOConfig", "RewardConfig", "STAGE_COLUMNS", "TrainingEpisode",
