@@ -11,14 +11,18 @@ a :class:`CellStatus` out.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from html import unescape
 from pathlib import Path
 from typing import Any
 
 MAX_LINE_CHARS = 100
+_TAG = re.compile(r"<[^>]*>")
+_OBJECT_REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-f]+)?>")
 
 
 @dataclass(frozen=True)
@@ -49,14 +53,25 @@ def _source(cell: Mapping[str, Any]) -> str:
     return "".join(src) if isinstance(src, list) else str(src)
 
 
+def _html_line(html: str) -> str:
+    """The first line of text in an HTML display (a Trainer's notebook progress: ``[3/6 04:12 < 12:37, ...]``
+    above its loss table), tags removed."""
+    text = unescape(_TAG.sub("\n", html))
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
 def _last_output_line(cell: Mapping[str, Any]) -> str:
     """The last non-empty line the cell printed: a stream's text (a tqdm bar's latest state after its
-    last carriage return) or a display's ``text/plain``."""
+    last carriage return) or a display's ``text/plain``; where that is only an object's repr
+    (``<IPython.core.display.HTML object>``), the first text line of its ``text/html``."""
     for out in reversed(cell.get("outputs", [])):
+        data = out.get("data", {})
         if out.get("output_type") == "stream":
             text = _source({"source": out.get("text", "")})
         else:
-            text = _source({"source": out.get("data", {}).get("text/plain", "")})
+            text = _source({"source": data.get("text/plain", "")})
+            if _OBJECT_REPR.fullmatch(text.strip()) and "text/html" in data:
+                text = _html_line(_source({"source": data["text/html"]})) or text
         for line in reversed(text.replace("\r", "\n").splitlines()):
             if line.strip():
                 return line.strip()

@@ -34,6 +34,17 @@ def test_running_cell_names_index_source_elapsed_and_last_output():
     display = {"output_type": "display_data", "data": {"text/plain": ["steps: 3/4\n", "\n"]}}
     nb["cells"][2]["outputs"].append(display)
     assert running_cell(nb, NOW).last_output == "steps: 3/4"
+    # a Trainer's notebook progress is HTML whose text/plain is only a repr: the heartbeat reads the HTML
+    trainer = {"output_type": "display_data", "data": {
+        "text/plain": ["<IPython.core.display.HTML object>"],
+        "text/html": ["\n", "    <div>\n", "      <progress value='3' max='6'></progress>\n",
+                      "      [3/6 04:12 &lt; 12:37, 0.00 it/s, Epoch 0.67/2]\n", "    </div>\n",
+                      "<table><tr><th>Step</th><th>Training Loss</th></tr>",
+                      "<tr><td>1</td><td>0.479768</td></tr></table>"]}}
+    nb["cells"][2]["outputs"].append(trainer)
+    assert running_cell(nb, NOW).last_output == "[3/6 04:12 < 12:37, 0.00 it/s, Epoch 0.67/2]"
+    trainer["data"]["text/html"] = ["<div></div>"]  # an HTML display with no text keeps the repr
+    assert running_cell(nb, NOW).last_output == "<IPython.core.display.HTML object>"
 
 
 def test_no_running_cell_means_no_line():
