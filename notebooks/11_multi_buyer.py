@@ -259,6 +259,10 @@ plt.show()
 #   tournament's best scripted sale of each scenario, replayed into the seller's chat in that same format
 #   (`negolib.games.sft`, loss on the seller's turns only). Without it a small base model may write no valid
 #   call at all: every rollout of a GRPO group then earns the same reward and the group has no gradient.
+#   Under a cut turn budget only sales made within that budget are demonstrations: the first course run
+#   (2026-12-02) learned from the unrestricted best sales, mostly `probe_all`'s (probe every buyer, then
+#   sell): its SFT seller probed 2.5 of 3 buyers in its 3 turns and sold in 1 market of 4 (below cost), and
+#   after GRPO it probed in every turn and sold nothing.
 # * **GRPO**: the shared trainer (`negolib.training.grpo`) on the training market against the buyer
 #   pool, from the SFT model when there is one, the reward the episode's normalised surplus (a sale below
 #   cost and wasted turns cost extra: ours). The profile's `grpo.turn_budget` may cut the markets to a few
@@ -274,7 +278,8 @@ base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the t
 stages, start_dir = {"base": base_dir}, base_dir
 if G.sft is not None:
     sft_config = recipe(P, "games.multi_buyer.sft.config", SFTConfig(seed=P.seed))
-    examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
+    examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples,
+                           max_seller_turns=grpo_config.turn_budget)  # sales a seller with this budget can make
     with summarize_warnings():  # e.g. conversations cut to max_length
         sft = run_sft(base_dir, examples, B.paths.game_training("multi_buyer", "sft"), sft_config, progress=True)
     print(f"SFT: {sft.examples} conversations (the best scripted sale of each scenario: "

@@ -99,3 +99,23 @@ def test_the_shared_sft_trains_on_market_chats(tournament, tmp_path):
     assert (res.model_dir / "config.json").exists() and torch is not None
     summary = json.loads((tmp_path / "sft" / "sft_summary.json").read_text())
     assert summary["assistant_tokens"] > 0 and summary["examples"] == 2
+
+
+def test_max_seller_turns_keeps_only_sales_a_cut_market_can_make(tournament):
+    """A seller trained on markets cut to k seller turns learns only from sales made within k turns: the best
+    unrestricted sale of a scenario may probe every buyer first, which a k-turn seller cannot."""
+    matches = [{"seller": m.seller, "buyer": m.buyer, "scenario_key": m.scenario_key, "record": m.record}
+               for m in read_matches(tournament.path)]
+    turns = {(m["seller"], m["buyer"], m["scenario_key"]): int(m["record"]["outcome"]["seller_turns"])
+             for m in matches}
+    full = sft_dataset(matches)
+    assert max(turns[(e.seller, e.buyer, e.scenario_key)] for e in full) > 3  # some best sales take > 3 turns
+    cut = sft_dataset(matches, max_seller_turns=3)
+    assert cut and all(turns[(e.seller, e.buyer, e.scenario_key)] <= 3 for e in cut)
+    for e in cut:  # still each scenario's best sale among those within 3 turns
+        ok = [m for m in matches if m["scenario_key"] == e.scenario_key and m["record"]["outcome"]["deals"]
+              and turns[(m["seller"], m["buyer"], m["scenario_key"])] <= 3]
+        assert e.payoff == pytest.approx(max(MultiBuyerGame().payoffs(m["record"]).seller for m in ok))
+    assert sft_dataset(matches, max_seller_turns=10_000) == full
+    with pytest.raises(ValueError, match="max_seller_turns"):
+        sft_dataset(matches, max_seller_turns=0)

@@ -346,13 +346,22 @@ def _valid_sale(record: Mapping[str, Any]) -> bool:
 
 def sft_dataset(source: str | Path | Iterable[Any], sellers: Sequence[str] | None = None,
                 opponents: Sequence[str] | None = None, select: str = "best_deal", min_share: float = 0.0,
-                max_examples: int | None = None) -> list[sft.GameSFTExample]:
+                max_examples: int | None = None, max_seller_turns: int | None = None) -> list[sft.GameSFTExample]:
     """The SFT conversations of a multi-buyer tournament: per scenario, the scripted sellers' best sale (the
     highest normalised surplus, :meth:`MultiBuyerGame.payoffs`; no overshoot) as the seller's chat
-    (:func:`seller_chat`); see :func:`negolib.games.sft.sft_examples`."""
+    (:func:`seller_chat`); see :func:`negolib.games.sft.sft_examples`. ``max_seller_turns``: only sales made within
+    that many seller turns (the turn budget the trained seller will have: a demonstration that probes every buyer
+    before it sells teaches a seller cut to fewer turns to run out of them)."""
+    if max_seller_turns is not None and max_seller_turns < 1:
+        raise ValueError(f"max_seller_turns must be >= 1 (or None), got {max_seller_turns}")
     game = MultiBuyerGame()
+
+    def deal_ok(rec: Mapping[str, Any]) -> bool:
+        within = max_seller_turns is None or int(rec["outcome"]["seller_turns"]) <= max_seller_turns
+        return _valid_sale(rec) and within
+
     return sft.sft_examples(source, lambda rec: game.payoffs(rec).seller, seller_chat, game="multi_buyer",
-                            deal_ok=_valid_sale, sellers=sellers, opponents=opponents,
+                            deal_ok=deal_ok, sellers=sellers, opponents=opponents,
                             select=select,  # type: ignore[arg-type]
                             min_share=min_share, max_examples=max_examples)
 
