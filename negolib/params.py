@@ -36,7 +36,7 @@ from negolib.agents.scripted import STRATEGIES, strategy_param_problems
 from negolib.domains import load_domains
 from negolib.errors import ValidationError
 from negolib.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
-from negolib.sampling import sampling_problems
+from negolib.sampling import Decoding
 from negolib.schema import build, convert, type_name
 from negolib.training.config import TrainConfig, WarmupConfig
 
@@ -65,15 +65,7 @@ _SECRET_KEYS = {"api_key", "apikey", "key", "token", "secret", "password", "auth
 # Dataclasses of a profile
 # ---------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Sampling:
-    """Decoding settings as sent (paper: temperature 1.0, top-p 0.95, top-k 64, thinking off)."""
-
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = 64
-    max_new_tokens: int = 768
-    thinking: bool = False
+Sampling = Decoding  # an arm's decoding settings: one schema, :class:`negolib.sampling.Decoding`
 
 
 @dataclass(frozen=True)
@@ -540,10 +532,7 @@ def spec_problems(spec: AgentSpec) -> list[tuple[str, str]]:
             check_opening(spec.opening or "")
         except ValueError as exc:
             out.append(("opening", str(exc)))
-    if b in ("hf", "vllm", "trained", "openai", "anthropic"):
-        s = spec.sampling
-        out += [(f"sampling.{k}", why) for k, why in sampling_problems(s.temperature, s.top_p, s.top_k,
-                                                                       s.max_new_tokens)]
+    # the sampling values are checked when built (negolib.sampling.Decoding names the field)
     if b == "anthropic" and spec.sampling.thinking:
         out.append(("sampling.thinking", "must be false: Anthropic arms run with thinking off (the paper's setting)"))
     for key in ("batch_size", "prompt_cap", "tensor_parallel", "max_concurrency"):

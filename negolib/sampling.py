@@ -15,7 +15,7 @@ import numbers
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ def _whole(x: Any, lo: int) -> bool:
 def sampling_problems(temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> list[tuple[str, str]]:
     """(setting, problem) for each decoding value no backend can send; empty when all are valid.
 
-    The one owner of these rules: :class:`SamplingConfig` raises on the first problem and the params
-    loader (:mod:`negolib.params`) reports it at load, naming the profile field.
+    The one owner of these rules: :class:`Decoding` (and so :class:`SamplingConfig`) raises on the first
+    problem, and the params loader reports it at load, naming the profile file and field.
     """
     out = []
     if not (temperature > 0 and math.isfinite(temperature)):
@@ -47,34 +47,52 @@ def sampling_problems(temperature: float, top_p: float, top_k: int, max_new_toke
     return out
 
 
+_D = TypeVar("_D", bound="Decoding")
+
+
 @dataclass(frozen=True)
-class SamplingConfig:
-    """Decoding settings; defaults are the paper's. ``top_k=0`` / ``top_p=1`` switch those filters off."""
+class Decoding:
+    """Decoding settings as an arm declares them (a profile's ``sampling``); defaults are the paper's.
+
+    ``top_k=0`` / ``top_p=1`` switch those filters off. The one schema of these settings: the params loader
+    builds it from a profile (a bad value names the file and field) and :class:`SamplingConfig` adds the seed.
+    """
 
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int = 64
     max_new_tokens: int = 768
     thinking: bool = False
-    seed: int = 0
 
     def __post_init__(self) -> None:
         problems = sampling_problems(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
         if problems:
             key, problem = problems[0]
-            raise ValueError(f"{key} {problem}")
+            raise ValueError(f"{type(self).__name__}.{key} {problem}")  # the loader names the field from this
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> SamplingConfig:
+    def from_mapping(cls: type[_D], data: Mapping[str, Any]) -> _D:
         """Build from a params mapping; unknown keys are an error naming the allowed ones."""
         allowed = {f.name for f in fields(cls)}
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(allowed)}")
         return cls(**dict(data))
+
+
+@dataclass(frozen=True)
+class SamplingConfig(Decoding):
+    """What a backend sends: an arm's :class:`Decoding` plus the agent's sampling ``seed``."""
+
+    seed: int = 0
+
+    @classmethod
+    def seeded(cls, decoding: Decoding, seed: int = 0) -> SamplingConfig:
+        """``decoding``'s settings with sampling seed ``seed``."""
+        return cls(**{f.name: getattr(decoding, f.name) for f in fields(Decoding)}, seed=seed)
 
 
 PAPER_SAMPLING = SamplingConfig()
@@ -124,5 +142,5 @@ def derive_seed(seed: int, episode_ids: Sequence[str], turns: Sequence[int]) -> 
     return int.from_bytes(h.digest()[:8], "big") & ((1 << 63) - 1)
 
 
-__all__ = ["PAPER_SAMPLING", "SamplingConfig", "SamplingDriftWarning", "derive_seed", "drift", "sampling_problems",
-           "warn_drift"]
+__all__ = ["PAPER_SAMPLING", "Decoding", "SamplingConfig", "SamplingDriftWarning", "derive_seed", "drift",
+           "sampling_problems", "warn_drift"]

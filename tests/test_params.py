@@ -397,14 +397,18 @@ def test_agent_values_the_builder_rejects_fail_at_load(tmp_path, arm, key, value
                                         ("top_k", -1), ("max_new_tokens", 0)])
 def test_sampling_rejected_at_load_exactly_when_the_agent_would_reject_it(tmp_path, key, value):
     from negolib.agents.factory import sampling_config
+    from negolib.sampling import Decoding, SamplingConfig
 
     data = _smoke_data()
     data["arms"]["tiny_base"]["sampling"][key] = value
     _expect(tmp_path, data, f"arms.tiny_base.sampling.{key}", "must be")
     spec = load_params(ROOT / "params" / "smoke.yaml").arms["tiny_base"]
-    bad = dataclasses.replace(spec, sampling=dataclasses.replace(spec.sampling, **{key: value}))
-    with pytest.raises(ValueError, match=key):
-        sampling_config(bad)
+    assert type(spec.sampling) is Decoding  # one schema: the profile's sampling is the agents' Decoding
+    with pytest.raises(ValueError, match=f"^Decoding.{key} must be"):  # a bad one cannot be built at all
+        dataclasses.replace(spec.sampling, **{key: value})
+    sent = sampling_config(spec, seed=5)
+    assert isinstance(sent, SamplingConfig) and sent.seed == 5
+    assert {k: v for k, v in sent.as_dict().items() if k != "seed"} == spec.sampling.as_dict()
 
 
 def test_build_agent_runs_the_loaders_checks():

@@ -26,5 +26,5 @@ def test_invalid_values_are_named(key, value):
     kw = {"temperature": 1.0, "top_p": 0.95, "top_k": 64, "max_new_tokens": 768, key: value}
     problems = sampling_problems(**kw)
     assert [k for k, _ in problems] == [key]
-    with pytest.raises(ValueError, match=f"^{key} must be"):
+    with pytest.raises(ValueError, match=f"^SamplingConfig.{key} must be"):
         SamplingConfig(**kw)

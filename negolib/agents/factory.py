@@ -102,9 +102,7 @@ def local_folder(spec: AgentSpec, params: Params | None = None) -> str:
 
 def sampling_config(spec: AgentSpec, seed: int = 0) -> SamplingConfig:
     """The :class:`negolib.sampling.SamplingConfig` an LM backend sends for ``spec``."""
-    s = spec.sampling
-    return SamplingConfig(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                          max_new_tokens=s.max_new_tokens, thinking=s.thinking, seed=seed)
+    return SamplingConfig.seeded(spec.sampling, seed)
 
 
 def local_agent(name: str, path: str, spec: AgentSpec, seed: int = 0, cache: ModelCache | None = None,
