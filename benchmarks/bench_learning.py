@@ -87,7 +87,7 @@ PRESETS = {
     # openings naming >= 2 valid terms (about half the warmed-up openings: the deal splits each group): 12 steps
     # learned, gain +0.280 [+0.152, +0.405] over 96 paired episodes, but took ~25 min (see the README). Cut to fit
     # 15 minutes: 7 GRPO steps, no KL term (TRL then loads no reference model and skips its forward: a step took
-    # 67-69 s on 2 idle cores, not ~95 s; the 12-step run's KL stayed under 0.1, a penalty under 0.004 a token at
+    # 58-70 s on 2 idle cores, not ~95 s; the 12-step run's KL stayed under 0.1, a penalty under 0.004 a token at
     # beta 0.04, small beside advantages of order 1), 64 paired evaluation episodes. The warm-up keeps its 64
     # demonstrations: with 48 the warmed-up start closed 2 of 64 (deal rate 0.03) and GRPO groups had no deal to
     # learn from (2026-12-02)
