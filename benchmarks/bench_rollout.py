@@ -99,6 +99,7 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
     from negolib.agents.hf_agent import GenerationStats, HFAgent
     from negolib.agents.scripted import make_scripted
     from negolib.env import EnvConfig
+    from negolib.prompts import render_messages
     from negolib.rollout import make_specs, play_one, run_episodes
     from negolib.sampling import SamplingConfig
     from negolib.scenarios import eval_seeds, scenario_set
@@ -106,9 +107,9 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, seed=0)
     cache = 0 if args.no_prefix_cache else 32_768
     batched = HFAgent(model, tokenizer, sampling, scaffold=scaffold, max_batch=args.batch, name="seller",
-                      model_name=args.model, prefix_cache_tokens=cache)
+                      model_name=args.model, prefix_cache_tokens=cache, render=render_messages)
     single = HFAgent(model, tokenizer, sampling, scaffold=scaffold, max_batch=1, name="seller",
-                     model_name=args.model, prefix_cache_tokens=cache)
+                     model_name=args.model, prefix_cache_tokens=cache, render=render_messages)
     print(f"\n== {scaffold} scaffold: sampling {sampling}")
     agents_b = {"seller": batched, "conceder": make_scripted("conceder")}
     agents_s = {"seller": single, "conceder": make_scripted("conceder")}

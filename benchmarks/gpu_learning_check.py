@@ -407,6 +407,7 @@ def ab_prompts(tok: Any, args: argparse.Namespace) -> list[list[int]]:
     repeated ``args.rollouts`` times (one GRPO generation batch)."""
     from negolib.agents.hf_agent import fit_prompt
     from negolib.env import Episode
+    from negolib.prompts import render_messages
     from negolib.training.data import env_config, scenario_items
 
     cfg = train_config(args)
@@ -419,7 +420,7 @@ def ab_prompts(tok: Any, args: argparse.Namespace) -> list[list[int]]:
         warnings.simplefilter("ignore")
         for it in chosen:
             view = Episode(it.scenario, env, f"ab|{it.scenario_id}").view("seller")
-            base.append(fit_prompt(view, tok, "training", cfg.max_prompt_tokens)[0])
+            base.append(fit_prompt(view, tok, render_messages, "training", cfg.max_prompt_tokens)[0])
     return [list(p) for p in base for _ in range(args.rollouts)]
 
 
@@ -598,7 +599,7 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
     c = cfg
 
     def generator(seed: int) -> Any:
-        sampling = SamplingConfig(c.temperature, c.top_p, c.top_k, c.max_new_tokens, seed=seed)
+        sampling = SamplingConfig.seeded(c.decoding, seed=seed)
         model = trainer.accelerator.unwrap_model(trainer.model)
         kw = dict(scaffold=c.scaffold, max_batch=1_000_000, prompt_cap=c.max_prompt_tokens)
         if gen == "paged" and state["paged_failure"] is None:
@@ -701,6 +702,7 @@ def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict
     from negolib.agents.scripted import make_scripted
     from negolib.env import EnvConfig
     from negolib.models import load_causal_lm
+    from negolib.prompts import render_messages
     from negolib.rollout import make_specs, run_episodes
     from negolib.sampling import SamplingConfig
     from negolib.scenarios import eval_seeds, scenario_set
@@ -718,7 +720,7 @@ def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict
         model, tok = load_causal_lm(path, dtype=dtype, device=device)
         sampling = SamplingConfig(1.0, 0.95, 64, args.eval_max_new_tokens, seed=args.seed)
         agent = PagedHFAgent(model, tok, sampling, scaffold="evaluation", name=arm, max_batch=1_000_000,
-                             prompt_cap=128 if args.dry_run else 2048, prefix_cache_tokens=0,
+                             prompt_cap=128 if args.dry_run else 2048, prefix_cache_tokens=0, render=render_messages,
                              cb_config=cb_config(args))
         specs = make_specs(arm, arm, list(buyers), scenarios, env)
         with warnings.catch_warnings():

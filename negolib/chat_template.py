@@ -11,11 +11,21 @@ counterpart will read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from negolib.protocol import TEMPLATE_TAG_RE
+# Chat-template tags and special tokens of common model families (those of every shipped model
+# included); none may reach counterpart-visible text (the games' parsers strip them from prose too).
+TEMPLATE_TAG_RE = re.compile(
+    r"<\|[^<>|\n]{0,40}\|>"            # <|im_start|>, <|eot_id|>, <|endoftext|>
+    r"|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>"  # Gemma 4 style <|turn>, <channel|>
+    r"|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<bos>|<eos>|<pad>|<unk>|<mask>"
+    r"|<(?:start|end)_of_image>|<image_soft_token>|<unused\d{1,5}>|\[multimodal\]"  # Gemma 3
+    r"|<(?:jupyter_(?:start|text|code|output|script)|issue_(?:start|comment|closed)|empty_output"
+    r"|repo_?name|file_?sep|filename|gh_stars|fim_(?:prefix|middle|suffix|pad))>"  # SmolLM2 / StarCoder
+)
 
 _S, _U1, _A1, _U2 = "negobookSYSTEM", "negobookUSERONE", "negobookASSISTANTONE", "negobookUSERTWO"
 

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from negolib.chat_template import TEMPLATE_TAG_RE
 from negolib.domains import Domain, Issue
 
 ActionKind = Literal["COUNTER", "ACCEPT"]
@@ -39,16 +40,6 @@ MAX_TERMS = 64
 DISPLAY_CHARS = 40  # what one party names is shown to the other cut to this many characters
 _SCALARS = frozenset({str, int, float, bool})  # JSON decoding yields exactly these types
 
-# Chat-template tags and special tokens of common model families (those of every shipped model
-# included); none may reach counterpart-visible text.
-TEMPLATE_TAG_RE = re.compile(
-    r"<\|[^<>|\n]{0,40}\|>"            # <|im_start|>, <|eot_id|>, <|endoftext|>
-    r"|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>"  # Gemma 4 style <|turn>, <channel|>
-    r"|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<bos>|<eos>|<pad>|<unk>|<mask>"
-    r"|<(?:start|end)_of_image>|<image_soft_token>|<unused\d{1,5}>|\[multimodal\]"  # Gemma 3
-    r"|<(?:jupyter_(?:start|text|code|output|script)|issue_(?:start|comment|closed)|empty_output"
-    r"|repo_?name|file_?sep|filename|gh_stars|fim_(?:prefix|middle|suffix|pad))>"  # SmolLM2 / StarCoder
-)
 # C0/C1 controls (not tab or newline), zero-width and invisible characters, bidirectional embeddings,
 # overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+200E/F, U+061C), line/paragraph separators,
 # interlinear annotations, the BOM and the invisible Unicode tag characters (U+E0000-U+E007F).

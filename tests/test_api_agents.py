@@ -19,13 +19,14 @@ from game_helpers import APIS, KEY_ENV
 from servers import DEFAULT_TURN, ChatReply, ChatServer, Fault, LocalModelResponder, TransformersServe
 
 from negolib.agents.anthropic_agent import AnthropicAgent, to_messages_api
-from negolib.agents.api_agent import RetryPolicy, classify_error
+from negolib.agents.api_agent import RetryPolicy, as_sampling_config, classify_error
 from negolib.agents.openai_agent import OpenAIAgent
 from negolib.agents.scripted import make_scripted
 from negolib.cost import cost_frame, dry_run, price_table
 from negolib.env import EnvConfig, Episode
+from negolib.prompts import render_messages
 from negolib.rollout import make_specs, run_episodes
-from negolib.sampling import SamplingConfig, SamplingDriftWarning
+from negolib.sampling import Decoding, SamplingConfig, SamplingDriftWarning
 from negolib.scenarios import scenario_set
 from negolib.secrets import REDACTED, MissingKeyError
 from negolib.transcripts import TranscriptStore
@@ -44,6 +45,7 @@ def api_key(monkeypatch):
 def make_agent(api, server, name="seller", **kw):
     cls = OpenAIAgent if api == "openai" else AnthropicAgent
     kw.setdefault("retry", FAST)
+    kw.setdefault("render", render_messages)
     return cls(name, "test-model", api_key_env=KEY_ENV, base_url=server.base_url, **kw)
 
 
@@ -82,6 +84,18 @@ def test_to_messages_api_moves_system_and_merges_turns():
     assert system == "S" and turns == [{"role": "user", "content": "a\n\nb"}, {"role": "assistant", "content": "c"}]
     system, turns = to_messages_api([{"role": "system", "content": "S"}])
     assert turns[0]["role"] == "user" and turns[0]["content"]
+
+
+def test_an_arms_sampling_in_any_of_its_forms_becomes_one_sampling_config():
+    declared = Decoding(temperature=0.7, top_p=0.9, top_k=0, max_new_tokens=64)
+    expected = SamplingConfig(0.7, 0.9, 0, 64)
+    assert as_sampling_config(declared) == expected
+    assert as_sampling_config(declared.as_dict()) == expected
+    assert as_sampling_config(expected) is expected and as_sampling_config(None) == SamplingConfig()
+    with pytest.raises(ValueError, match="unknown sampling keys"):
+        as_sampling_config({"temprature": 0.7})
+    with pytest.raises(TypeError, match="sampling must be"):
+        as_sampling_config(0.7)
 
 
 def test_classify_error_sorts_status_codes():
@@ -344,7 +358,7 @@ def test_openai_agent_plays_an_episode_against_transformers_serve(api_key, smoll
     store = TranscriptStore(tmp_path / "transcripts.jsonl")
     with TransformersServe(smollm2_dir, tmp_path / "serve.log") as server:
         agent = OpenAIAgent("seller", str(smollm2_dir), api_key_env=KEY_ENV, base_url=server.base_url,
-                            sampling=SamplingConfig(max_new_tokens=12),
+                            sampling=SamplingConfig(max_new_tokens=12), render=render_messages,
                             retry=RetryPolicy(2, 0.5, 2.0, timeout_s=90.0))
         with pytest.warns(SamplingDriftWarning, match="top_k"):  # transformers serve rejects top_k (422)
             res = play(agent, specs_for(("car",), n_seeds=1, rounds=1), store)

@@ -16,6 +16,7 @@ from negolib.chat_template import (
     strip_template_tags,
 )
 from negolib.models import GEMMA_TEMPLATE, tiny_tokenizer
+from negolib.prompts import render_messages
 from negolib.protocol import TEMPLATE_TAG_RE
 
 DIALOGUE = [
@@ -148,7 +149,8 @@ def test_no_tag_leaks_in_an_hf_episode():
     with __import__("torch").no_grad():
         for t in ("<|im_start|>", "<|endoftext|>"):
             model.get_input_embeddings().weight[tok.convert_tokens_to_ids(t)] *= 40
-    agent = HFAgent(model, tok, SamplingConfig(max_new_tokens=40, seed=5), scaffold="training", prompt_cap=8192)
+    agent = HFAgent(model, tok, SamplingConfig(max_new_tokens=40, seed=5), scaffold="training", prompt_cap=8192,
+                    render=render_messages)
     specs = make_specs("tiny", "tiny", ["conceder"], scenario_set([1, 2], ["car"]), EnvConfig(max_rounds=2))
     emitted: list[int] = []
     res = run_episodes(specs, {"tiny": agent, "conceder": make_scripted("conceder")}, progress=False,

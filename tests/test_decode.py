@@ -11,6 +11,7 @@ from conftest import play_side_by_side
 from negolib.agents.hf_agent import HFAgent
 from negolib.agents.scripted import make_scripted
 from negolib.env import Episode
+from negolib.prompts import render_messages
 from negolib.sampling import SamplingConfig
 from negolib.scenarios import scenario_set
 
@@ -203,8 +204,9 @@ def test_grouped_query_model_samples_the_same_with_and_without_the_fast_path():
     model, tok = tiny_causal_lm(seed=2, hidden=64, kv_heads=2)
     assert model.config.num_attention_heads == 4 and model.config.num_key_value_heads == 2
     s = SamplingConfig(max_new_tokens=6, seed=4)
-    fast = HFAgent(model, tok, s, scaffold="evaluation", prompt_cap=8192)
-    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="evaluation", prompt_cap=8192, prefix_cache_tokens=1)
+    fast = HFAgent(model, tok, s, scaffold="evaluation", prompt_cap=8192, render=render_messages)
+    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="evaluation", prompt_cap=8192, prefix_cache_tokens=1,
+                    render=render_messages)
     plain.model.set_attn_implementation("eager")  # transformers' reference attention: repeat_kv, no SDPA
     play_side_by_side(fast, plain, [Episode(sc, episode_id=f"e{i}")
                                     for i, sc in enumerate(scenario_set([1, 2, 3], ["car"]))])
@@ -261,7 +263,7 @@ def test_decode_drops_finished_rows_and_keeps_their_tokens():
     from negolib.models import tiny_causal_lm
 
     model, tok = tiny_causal_lm(seed=5, hidden=64, kv_heads=2)
-    a = HFAgent(model, tok, SamplingConfig(max_new_tokens=12, seed=0), prefix_cache_tokens=1)
+    a = HFAgent(model, tok, SamplingConfig(max_new_tokens=12, seed=0), prefix_cache_tokens=1, render=render_messages)
 
     def greedy(logits):
         return logits.argmax(-1), torch.zeros(logits.shape[0])
@@ -292,7 +294,7 @@ def test_decode_hands_each_leaving_row_its_keys_and_values():
     from negolib.models import tiny_causal_lm
 
     model, tok = tiny_causal_lm(seed=6, hidden=64, kv_heads=2)
-    a = HFAgent(model, tok, SamplingConfig(max_new_tokens=10, seed=0), prefix_cache_tokens=1)
+    a = HFAgent(model, tok, SamplingConfig(max_new_tokens=10, seed=0), prefix_cache_tokens=1, render=render_messages)
 
     def greedy(logits):
         return logits.argmax(-1), torch.zeros(logits.shape[0])
@@ -331,8 +333,10 @@ def test_replies_enter_the_prefix_cache_and_samples_stay_as_without_reuse():
 
     model, tok = tiny_causal_lm(seed=3, hidden=64, kv_heads=2)
     s = SamplingConfig(max_new_tokens=8, seed=5)
-    fast = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192)
-    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1)
+    fast = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192,
+                   render=render_messages)
+    plain = HFAgent(copy.deepcopy(model), tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1,
+                    render=render_messages)
     eps = [Episode(sc, episode_id=f"t{i}") for i, sc in enumerate(scenario_set([4, 5], ["car"]))]
     buyer = make_scripted("hardliner")
     for _ in range(2):

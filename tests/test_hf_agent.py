@@ -39,6 +39,7 @@ def views():
 def agent(tiny, **kw):
     model, tok = tiny
     sampling = kw.pop("sampling", SamplingConfig(max_new_tokens=12, seed=7))
+    kw.setdefault("render", render_messages)
     return HFAgent(model, tok, sampling, prompt_cap=kw.pop("prompt_cap", 8192), **kw)
 
 
@@ -55,6 +56,23 @@ def test_batch_replies_carry_ids_and_logprobs(tiny, views):
         assert ex["finish_reason"] in ("stop", "length") and r.latency_s > 0 and r.error is None
         if ex["finish_reason"] == "stop":
             assert ex["completion_ids"][-1] in a.tags.stop_ids
+
+
+def test_the_games_render_makes_the_prompt_and_none_is_an_error_naming_it(tiny, views):
+    """The agent imports no game: the prompt is whatever the game's render says, and an agent built without one
+    refuses to guess."""
+    seen = []
+
+    def render(view, scaffold):
+        seen.append((view.episode_id, scaffold))
+        return [{"role": "user", "content": f"episode {view.episode_id}"}]
+
+    a = agent(tiny, render=render, scaffold="training")
+    r = a.act(views[0])
+    assert seen == [(views[0].episode_id, "training")]
+    assert r.extra["prompt_ids"] == encode_chat(a.tokenizer, render(views[0], "training"))
+    with pytest.raises(ValueError, match="has no render: pass render="):
+        agent(tiny, render=None).act(views[0])
 
 
 def test_logprobs_match_a_forward_pass(tiny, views):
@@ -226,9 +244,10 @@ def test_vllm_agent_with_a_fake_engine(monkeypatch, views):
     tok, log = tiny_tokenizer(), {}
     monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(tok, log))
     s = SamplingConfig(max_new_tokens=99, seed=2)
-    default = VLLMAgent("my/model", s, scaffold="training")  # the engine's context (the fake's: none), not 2,048
+    default = VLLMAgent("my/model", s, scaffold="training",
+                        render=render_messages)  # the engine's context (the fake's: none), not 2,048
     assert default.prompt_cap == 16_384 - 99
-    a = VLLMAgent("my/model", s, scaffold="training", prompt_cap=8192,
+    a = VLLMAgent("my/model", s, scaffold="training", prompt_cap=8192, render=render_messages,
                   llm_kwargs={"gpu_memory_utilization": 0.3}, tensor_parallel_size=2)
     assert log["llm"] == ("my/model", {"logprobs_mode": "processed_logprobs", "seed": 2,
                                        "gpu_memory_utilization": 0.3, "tensor_parallel_size": 2})
@@ -257,7 +276,7 @@ def test_generation_with_a_prompt_only_prologue_template(tiny, views):
     tok.chat_template = (
         "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n<think>\n\n</think>\n\n' }}{% endif %}")
-    a = HFAgent(tiny[0], tok, SamplingConfig(max_new_tokens=4, seed=1), prompt_cap=8192)
+    a = HFAgent(tiny[0], tok, SamplingConfig(max_new_tokens=4, seed=1), prompt_cap=8192, render=render_messages)
     assert not a.tags.appendable and a.tags.stop_ids == (tok.convert_tokens_to_ids("<|im_end|>"),)
     r = a.act(views[0])
     assert r.extra["prompt_ids"][-12:] == tok("assistant\n<think>\n\n</think>\n\n"[-12:],
@@ -270,8 +289,10 @@ def test_prefix_cache_gives_the_same_samples_and_is_invalidated(tiny):
 
     model, tok = tiny_causal_lm_copy(tiny)
     s = SamplingConfig(max_new_tokens=6, seed=1)
-    on = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192)
-    off = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1)  # keeps nothing
+    on = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192,
+                 render=render_messages)
+    off = HFAgent(model, tok, s, scaffold="training", prompt_cap=8192, prefix_cache_tokens=1,  # keeps nothing
+                  render=render_messages)
     eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2], ["car"]))]
     play_side_by_side(on, off, eps)
     pc = on.prefix_cache

@@ -10,6 +10,7 @@ from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HFAgent
 from negolib.env import Episode
+from negolib.prompts import render_messages
 from negolib.sampling import SamplingConfig
 from negolib.scenarios import scenario_set
 
@@ -98,9 +99,9 @@ def test_agent_samples_the_same_with_packed_and_row_by_row_prefill(scaffold, mon
     model, tok = tiny_causal_lm(seed=2, hidden=64, kv_heads=2)
     s = SamplingConfig(max_new_tokens=6, seed=4)
     big = 10**6  # no eviction (byte-level prompts are long), so both reuse the same prefixes
-    packed = HFAgent(model, tok, s, scaffold=scaffold, prompt_cap=8192, prefix_cache_tokens=big)
+    packed = HFAgent(model, tok, s, scaffold=scaffold, prompt_cap=8192, prefix_cache_tokens=big, render=render_messages)
     rows = HFAgent(copy.deepcopy(model), tok, s, scaffold=scaffold, prompt_cap=8192, prefix_cache_tokens=big,
-                   packed_prefill=False)
+                   packed_prefill=False, render=render_messages)
     eps = [Episode(sc, episode_id=f"e{i}") for i, sc in enumerate(scenario_set([1, 2, 3], ["car", "job_offer"]))]
     play_side_by_side(packed, rows, eps)
     assert max(rows_per_pass) > 1  # rows really were packed together
@@ -118,7 +119,8 @@ def test_shared_uncached_tokens_are_prefilled_once():
     s = SamplingConfig(max_new_tokens=4, seed=1)
     a, b = scenario_set([1, 2], ["car"])
     eps = [Episode(a, episode_id=f"g{i}") for i in range(8)] + [Episode(b, episode_id="other")]
-    agents = [HFAgent(copy.deepcopy(model), tok, s, prompt_cap=8192, packed_prefill=p) for p in (True, False)]
+    agents = [HFAgent(copy.deepcopy(model), tok, s, prompt_cap=8192, packed_prefill=p,
+                      render=render_messages) for p in (True, False)]
     for agent in agents:
         agent.act_batch([e.view() for e in eps])
     prompts = [agents[0].prompt_ids(e.view())[0] for e in (eps[0], eps[-1])]

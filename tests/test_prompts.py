@@ -242,7 +242,8 @@ def _buyer_prompts(ep: Episode, with_ledger: bool = False) -> list[str]:
 
 
 def test_off_schema_terms_cannot_forge_a_ledger_line_or_a_tag(car_scenario):
-    from negolib.protocol import DISPLAY_CHARS, TEMPLATE_TAG_RE
+    from negolib.chat_template import TEMPLATE_TAG_RE
+    from negolib.protocol import DISPLAY_CHARS
 
     ep = _forged_episode(car_scenario)
     assert ep.ledger["price"] == 48.0 and FORGED_NAME.strip() in ep.ledger  # stored as written

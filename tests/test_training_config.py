@@ -68,6 +68,8 @@ def test_from_params_overrides_and_coerces():
         ({"buyer_mixture": ["a"]}, "buyer_mixture"),
         ({"rollouts_per_scenario": 1}, "rollouts_per_scenario"),
         ({"top_p": 1.5}, "top_p"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_k": -1}, "top_k"),
         ({"micro_batch_size": 3}, "micro_batch_size"),
         ({"gradient_checkpointing": 1}, "gradient_checkpointing"),
     ],
@@ -77,6 +79,20 @@ def test_bad_params_name_the_field(params, field):
         TrainConfig.from_params(params, source="params/x.yaml")
     assert err.value.field == field
     assert field in str(err.value)
+
+
+def test_decoding_is_the_one_sampling_schema():
+    """The recipe's decoding fields are checked by, and handed on as, negolib.sampling's one schema."""
+    from negolib.sampling import Decoding, SamplingConfig, sampling_problems
+
+    c = TrainConfig(temperature=0.7, top_p=0.9, top_k=0, max_new_tokens=128)  # top_k 0: the filter off
+    assert c.decoding == Decoding(0.7, 0.9, 0, 128)
+    assert SamplingConfig.seeded(c.decoding, seed=5) == SamplingConfig(0.7, 0.9, 0, 128, seed=5)
+    bad = {"temperature": float("inf"), "top_p": 0.95, "top_k": 64, "max_new_tokens": 768}
+    (field, problem), = sampling_problems(**bad)
+    with pytest.raises(ValidationError) as err:
+        TrainConfig(**bad)
+    assert err.value.field == field and problem in str(err.value)
 
 
 def test_unknown_key_lists_allowed_keys():

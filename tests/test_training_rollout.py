@@ -243,7 +243,7 @@ def test_real_model_generation_is_kept_as_sampled(tok, tags):
     from negolib.sampling import SamplingConfig
 
     model, tok2 = tiny_causal_lm(seed=1)
-    agent = HFAgent(model, tok2, SamplingConfig(max_new_tokens=6, seed=3), scaffold="training")
+    agent = HFAgent(model, tok2, SamplingConfig(max_new_tokens=6, seed=3), scaffold="training", render=render_messages)
     inner = HFAgentGenerator(agent)
     seen = []
 

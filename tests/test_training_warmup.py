@@ -9,6 +9,7 @@ import pytest
 from negolib.agents.hf_agent import fit_prompt
 from negolib.agents.scripted import make_scripted
 from negolib.env import Episode
+from negolib.prompts import render_messages
 from negolib.protocol import parse_action
 from negolib.training.config import TrainConfig
 from negolib.training.data import env_config, scenario_items
@@ -69,7 +70,8 @@ def test_demonstrations_are_the_sellers_prompts_and_parseable_turns(tiny):
         assert len(d.prompt_ids) <= SMALL.prompt_cap
     first = demos[0]
     item = scenario_items(CFG)[0]
-    ids, _ = fit_prompt(Episode(item.scenario, env_config(CFG)).view(), tok, first.scaffold, SMALL.prompt_cap)
+    ids, _ = fit_prompt(Episode(item.scenario, env_config(CFG)).view(), tok, render_messages, first.scaffold,
+                        SMALL.prompt_cap)
     assert list(first.prompt_ids) == ids and first.turn == 1
 
 

@@ -29,15 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from typing import Any, Literal, TypeVar
 
-from negolib.agents.base import Agent, AgentReply
-from negolib.env import PartyView
-from negolib.prompts import render_messages
-from negolib.sampling import SamplingConfig, derive_seed, warn_drift
+from negolib.agents.base import Agent, AgentReply, Render, View, require_render
+from negolib.sampling import Decoding, SamplingConfig, derive_seed, warn_drift
 from negolib.secrets import RedactingFilter, Secret, redact, require_key
+from negolib.training.config import Scaffold
 
 log = logging.getLogger(__name__)
 Messages = list[dict[str, str]]
-Scaffold = Literal["training", "evaluation"]
 T = TypeVar("T")
 MAX_ERROR_CHARS = 400
 
@@ -201,6 +199,8 @@ def as_sampling_config(sampling: Any) -> SamplingConfig:
         return SamplingConfig()
     if isinstance(sampling, SamplingConfig):
         return sampling
+    if isinstance(sampling, Decoding):
+        return SamplingConfig.seeded(sampling)
     if is_dataclass(sampling) and not isinstance(sampling, type):
         return SamplingConfig.from_mapping(asdict(sampling))
     if isinstance(sampling, Mapping):
@@ -224,7 +224,7 @@ class ApiAgent(Agent):
                  sampling: SamplingConfig | None = None, scaffold: Scaffold = "evaluation",
                  max_concurrency: int = 8, retry: RetryPolicy | None = None, timeout_s: float | None = None,
                  max_retries: int | None = None, seed: int = 0, arm: str | None = None,
-                 role: str | None = None) -> None:
+                 role: str | None = None, render: Render | None = None) -> None:
         if scaffold not in ("training", "evaluation"):
             raise ValueError(f"scaffold must be 'training' or 'evaluation', got {scaffold!r}")
         if max_concurrency < 1:
@@ -232,7 +232,7 @@ class ApiAgent(Agent):
         self._key = Secret(require_key(api_key_env, f"{self.backend} agent {name!r} ({model})"), api_key_env)
         self.name, self.model, self.base_url = name, model, base_url
         self.api_key_env, self.scaffold, self.arm = api_key_env, scaffold, arm or name
-        self.role = role
+        self.role, self.renderer = role, render  # the game's (view, scaffold) -> messages
         self.sampling = as_sampling_config(sampling)
         over = {k: v for k, v in (("timeout_s", timeout_s), ("max_retries", max_retries)) if v is not None}
         self.retry = replace(retry or RetryPolicy(), **over)
@@ -274,16 +274,17 @@ class ApiAgent(Agent):
         return {}
 
     # -- the agent protocol ---------------------------------------------------------------------
-    def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
+    def act_batch(self, views: Sequence[View]) -> list[AgentReply]:
         """Render every view and answer the batch as one concurrent wave; one reply per view.
 
         Where a seed is sent, each request gets its own, derived from (declared seed, episode id,
         turn), so runs are reproducible where the provider honours seeds and episodes differ.
         """
         batch: list[ChatJob | BaseException] = []
+        render = require_render(self)
         for v in views:
             try:
-                msgs = render_messages(v, self.scaffold)
+                msgs = render(v, self.scaffold)
             except Exception as exc:  # one bad view must not sink the wave
                 batch.append(exc)
                 continue

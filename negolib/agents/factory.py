@@ -34,6 +34,7 @@ from negolib.agents.vllm_agent import VLLMAgent  # vllm itself is imported when 
 from negolib.env import PartyView
 from negolib.models import load_causal_lm, resolve_model_path, tiny_causal_lm
 from negolib.params import DTYPES, OPENINGS, AgentSpec, Params, check_opening, opening_source, spec_problems
+from negolib.prompts import render_messages
 from negolib.sampling import SamplingConfig
 from negolib.utility import best_contract
 
@@ -116,11 +117,11 @@ def local_agent(name: str, path: str, spec: AgentSpec, seed: int = 0, cache: Mod
     kw: dict[str, Any] = {"prompt_cap": spec.prompt_cap or None}
     if serving.backend == "vllm":
         return VLLMAgent(path, sampling=sampling_config(spec, seed), scaffold=spec.scaffold, name=name,
-                         tensor_parallel_size=serving.tensor_parallel or 1,
+                         render=render_messages, tensor_parallel_size=serving.tensor_parallel or 1,
                          gpu_memory_utilization=serving.gpu_memory_utilization or 0.9, **kw)
     model, tok = (cache or ModelCache()).get(path, spec.dtype or "float32", spec.device or "cpu")
     return HFAgent(model, tok, sampling_config(spec, seed), scaffold=spec.scaffold, name=name,
-                   max_batch=spec.batch_size or 16, model_name=spec.model or path, **kw)
+                   max_batch=spec.batch_size or 16, model_name=spec.model or path, render=render_messages, **kw)
 
 
 def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | None = None,
@@ -151,7 +152,7 @@ def _api_agent(name: str, spec: AgentSpec, seed: int, role: str | None) -> Agent
     cls = OpenAIAgent if spec.backend == "openai" else AnthropicAgent
     kwargs: dict[str, Any] = {"api_key_env": spec.api_key_env, "base_url": spec.base_url,
                               "sampling": sampling_config(spec, seed), "scaffold": spec.scaffold, "seed": seed,
-                              "role": role}
+                              "role": role, "render": render_messages}
     for key in ("max_concurrency", "timeout_s", "max_retries"):
         if getattr(spec, key) is not None:
             kwargs[key] = getattr(spec, key)

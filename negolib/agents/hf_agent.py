@@ -1,6 +1,7 @@
 """A local transformers causal LM as a negotiating party (backend ``hf``) [SPEC 3].
 
-Every view of a batch is rendered with :func:`negolib.prompts.render_messages`, put through the
+Every view of a batch is rendered with the game's ``render`` (the paper's: :func:`negolib.prompts.render_messages`), put
+through the
 model's own chat template (thinking off), left-padded and generated in ONE ``model.generate`` call
 per chunk of at most ``max_batch`` views, sampling exactly as configured (temperature, top-p, top-k;
 the model's own ``generation_config`` is ignored so nothing else is applied). Replies carry the
@@ -21,12 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from negolib.agents.base import Agent, AgentReply
+from negolib.agents.base import Agent, AgentReply, Render, View, require_render
 from negolib.chat_template import TurnTags, decode_turn_counted, derive_turn_tags, encode_chat
-from negolib.env import PartyView
 from negolib.models import load_causal_lm, prefill_kwargs
-from negolib.prompts import PromptConfig, Scaffold, render_messages
 from negolib.sampling import SamplingConfig, derive_seed
+from negolib.training.config import Scaffold
 
 TRAINING_PROMPT_CAP = 2048
 """The training driver's prompt cap (App. H): training only. Evaluation uses the arm's context length."""
@@ -63,9 +63,10 @@ def context_prompt_cap(context: int | None, max_new_tokens: int) -> int:
     return max(1, ctx - max(0, max_new_tokens))
 
 
-def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, thinking: bool = False,
-               prompt_config: PromptConfig | None = None, who: str = "agent") -> tuple[list[int], int]:
-    """(prompt ids, number of oldest history turns dropped) for ``view`` within ``cap`` tokens.
+def fit_prompt(view: View, tokenizer: Any, render: Render, scaffold: str, cap: int, thinking: bool = False,
+               who: str = "agent") -> tuple[list[int], int]:
+    """(prompt ids, number of oldest history turns dropped) for ``view``, rendered by ``render(view, scaffold)``,
+    within ``cap`` tokens.
 
     Drops the oldest history turns, :data:`HISTORY_DROP_BLOCK` at a time, until the rendered prompt
     fits, warning when it does; a prompt that still does not fit with no history left is cut from the
@@ -74,7 +75,7 @@ def fit_prompt(view: PartyView, tokenizer: Any, scaffold: Scaffold, cap: int, th
     drop, n = 0, len(view.history)
     while True:
         v = view if drop == 0 else replace(view, history=view.history[drop:])
-        ids = encode_chat(tokenizer, render_messages(v, scaffold, prompt_config), True, thinking)
+        ids = encode_chat(tokenizer, render(v, scaffold), True, thinking)
         if len(ids) <= cap or drop >= n:
             break
         drop = min(n, drop + HISTORY_DROP_BLOCK)
@@ -207,7 +208,7 @@ class HFAgent(Agent):
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None,
                  scaffold: Scaffold = "evaluation", name: str = "hf", max_batch: int = 16,
-                 prompt_cap: int | None = None, prompt_config: PromptConfig | None = None,
+                 prompt_cap: int | None = None, render: Render | None = None,
                  model_name: str | None = None, prefix_cache_tokens: int = 32_768,
                  packed_prefill: bool = True) -> None:
         if scaffold not in ("training", "evaluation"):
@@ -220,7 +221,7 @@ class HFAgent(Agent):
             raise ValueError("max_batch and prompt_cap must be >= 1")
         self.scaffold: Scaffold = scaffold
         self.name, self.max_batch, self.prompt_cap = name, max_batch, prompt_cap
-        self.prompt_config = prompt_config
+        self.renderer = render  # the game's (view, scaffold) -> messages; a subclass may build prompts itself
         self.model_name = model_name or str(getattr(model, "name_or_path", "") or type(model).__name__)
         self.tags: TurnTags = derive_turn_tags(tokenizer, self.sampling.thinking, strict=False)
         pad = tokenizer.pad_token_id
@@ -258,18 +259,18 @@ class HFAgent(Agent):
                 "max_batch": self.max_batch, "dtype": str(getattr(self.model, "dtype", ""))}
 
     # -- generation -------------------------------------------------------------------------------
-    def prompt_ids(self, view: PartyView) -> tuple[list[int], int]:
+    def prompt_ids(self, view: View) -> tuple[list[int], int]:
         """(prompt ids, history turns dropped) of one view."""
-        return fit_prompt(view, self.tokenizer, self.scaffold, self.prompt_cap, self.sampling.thinking,
-                          self.prompt_config, self.name)
+        return fit_prompt(view, self.tokenizer, require_render(self), self.scaffold, self.prompt_cap,
+                          self.sampling.thinking, self.name)
 
-    def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
+    def act_batch(self, views: Sequence[View]) -> list[AgentReply]:
         replies: list[AgentReply] = []
         for start in range(0, len(views), self.max_batch):
             replies += self._chunk(list(views[start:start + self.max_batch]))
         return replies
 
-    def _chunk(self, views: list[PartyView]) -> list[AgentReply]:
+    def _chunk(self, views: list[View]) -> list[AgentReply]:
         t0 = time.perf_counter()
         fitted = [self.prompt_ids(v) for v in views]
         prompts = [ids for ids, _ in fitted]

@@ -14,12 +14,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from negolib.agents.base import Agent, AgentReply
+from negolib.agents.base import Agent, AgentReply, Render, View, require_render
 from negolib.agents.hf_agent import EVAL_CONTEXT_TOKENS, cap_bound, context_prompt_cap, fit_prompt, model_context_length
 from negolib.chat_template import TurnTags, decode_turn_counted, derive_turn_tags
-from negolib.env import PartyView
-from negolib.prompts import PromptConfig, Scaffold
 from negolib.sampling import SamplingConfig, derive_seed
+from negolib.training.config import Scaffold
 
 VLLM_MISSING = "vllm is a GPU-only extra: pip install negolib[gpu]"
 
@@ -41,14 +40,14 @@ class VLLMAgent(Agent):
 
     def __init__(self, model: Any, sampling: SamplingConfig | None = None, scaffold: Scaffold = "evaluation",
                  name: str = "vllm", prompt_cap: int | None = None,
-                 prompt_config: PromptConfig | None = None, llm_kwargs: dict[str, Any] | None = None,
+                 render: Render | None = None, llm_kwargs: dict[str, Any] | None = None,
                  tokenizer: Any | None = None, **engine_kwargs: Any) -> None:
         if scaffold not in ("training", "evaluation"):
             raise ValueError(f"unknown scaffold {scaffold!r}; choose 'training' or 'evaluation'")
         self._vllm = import_vllm()
         self.sampling = sampling or SamplingConfig()
         self.scaffold: Scaffold = scaffold
-        self.name, self.prompt_config = name, prompt_config
+        self.name, self.renderer = name, render  # the game's (view, scaffold) -> messages
         if isinstance(model, str):
             kw = {"logprobs_mode": "processed_logprobs", "seed": self.sampling.seed, **(llm_kwargs or {}),
                   **engine_kwargs}
@@ -84,12 +83,13 @@ class VLLMAgent(Agent):
                 "top_k": self.sampling.top_k, "max_new_tokens": kw["max_tokens"], "thinking": self.sampling.thinking,
                 "seed": self.sampling.seed, "stop_ids": kw["stop_token_ids"], "prompt_cap": self.prompt_cap}
 
-    def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
+    def act_batch(self, views: Sequence[View]) -> list[AgentReply]:
         if not views:
             return []
         t0 = time.perf_counter()
-        fitted = [fit_prompt(v, self.tokenizer, self.scaffold, self.prompt_cap, self.sampling.thinking,
-                             self.prompt_config, self.name) for v in views]
+        render = require_render(self)
+        fitted = [fit_prompt(v, self.tokenizer, render, self.scaffold, self.prompt_cap, self.sampling.thinking,
+                             self.name) for v in views]
         params = [self.sampling_params(derive_seed(self.sampling.seed, [v.episode_id], [v.turn])) for v in views]
         outs = self.llm.generate([{"prompt_token_ids": ids} for ids, _ in fitted], sampling_params=params,
                                  use_tqdm=False)

@@ -33,14 +33,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from negolib.domains import Domain, Issue
 from negolib.env import PartyView
 from negolib.protocol import display_text
 from negolib.scenarios import other
+from negolib.training.config import Scaffold
 
-Scaffold = Literal["training", "evaluation"]
 SCAFFOLDS: tuple[str, ...] = ("training", "evaluation")
 TEMPLATE_DIR = Path(__file__).parent
 MAX_UNRECOGNISED_SHOWN = 8  # off-schema entries listed to the counterpart; the rest are counted

@@ -4,7 +4,8 @@ warm-up before it *(ours)*.
 Every default of :class:`TrainConfig` is the paper's unless marked *(ours)*. Any field of either can
 be overridden from a params dict (``TrainConfig.from_params``, ``WarmupConfig.from_params``); an
 unknown key or a value of the wrong type is a :class:`negolib.errors.ValidationError` naming the field
-and what is allowed. This module imports nothing of negolib but its errors, so that the profile loader
+and what is allowed; the decoding values are checked by :func:`negolib.sampling.sampling_problems`, the rules'
+one owner. This module imports only negolib's errors, schema and sampling, so that the profile loader
 (:mod:`negolib.params`) can check a profile's recipes at load.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from negolib.errors import ValidationError
+from negolib.sampling import Decoding, sampling_problems
 from negolib.schema import build
 
 Scaffold = Literal["training", "evaluation"]
@@ -119,7 +121,6 @@ class TrainConfig:
             "max_rollout_turns",
             "max_steps",
             "max_rounds",
-            "top_k",
             "train_seeds_per_domain",
             "validation_seeds_per_domain",
             "tensor_parallel_size",
@@ -129,7 +130,9 @@ class TrainConfig:
                 raise ValidationError(src, name, f"must be >= 1, got {getattr(self, name)}")
         if self.rollouts_per_scenario < 2:
             raise ValidationError(src, "rollouts_per_scenario", "GRPO needs >= 2 rollouts per scenario")
-        for name in ("learning_rate", "lr_multiplier", "temperature"):
+        for name, problem in sampling_problems(self.temperature, self.top_p, self.top_k, self.max_new_tokens):
+            raise ValidationError(src, name, problem)  # the decoding rules' one owner: negolib.sampling
+        for name in ("learning_rate", "lr_multiplier"):
             if not getattr(self, name) > 0:
                 raise ValidationError(src, name, f"must be > 0, got {getattr(self, name)}")
         for name in (
@@ -147,8 +150,6 @@ class TrainConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValidationError(src, name, f"must be >= 0, got {getattr(self, name)}")
-        if not 0 < self.top_p <= 1:
-            raise ValidationError(src, "top_p", f"must be in (0, 1], got {self.top_p}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValidationError(src, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
         if self.generation_batch_size is not None and self.generation_batch_size < 1:
@@ -180,6 +181,12 @@ class TrainConfig:
             )
 
     # -- derived values -----------------------------------------------------------------------
+    @property
+    def decoding(self) -> Decoding:
+        """The rollouts' decoding settings (temperature, top-p, top-k, new tokens a turn) as the one schema
+        every backend takes (:class:`negolib.sampling.Decoding`; add a seed with ``SamplingConfig.seeded``)."""
+        return Decoding(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
+
     @property
     def episodes_per_step(self) -> int:
         return self.scenarios_per_step * self.rollouts_per_scenario

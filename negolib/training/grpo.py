@@ -274,7 +274,7 @@ class EngineFactory:
                     tr._last_loaded_step = tr.state.global_step
 
             return VLLMTokenGenerator(tr.vllm_generation, self.tags.stop_ids, sync)
-        sampling = SamplingConfig(c.temperature, c.top_p, c.top_k, c.max_new_tokens, seed=seed)
+        sampling = SamplingConfig.seeded(c.decoding, seed=seed)
         agent = HFAgent(
             tr.accelerator.unwrap_model(tr.model),
             self.tokenizer,

@@ -36,6 +36,7 @@ from negolib.agents.scripted import make_scripted
 from negolib.chat_template import derive_turn_tags
 from negolib.env import EnvConfig, Episode
 from negolib.models import load_causal_lm, prefill_kwargs
+from negolib.prompts import render_messages
 from negolib.training.checkpoints import atomic_dir
 from negolib.training.config import WarmupConfig
 
@@ -87,7 +88,7 @@ def demonstrations(tokenizer: Any, items: Sequence[Any], buyers: Mapping[str, Ag
             view = ep.view()
             if view.role == "seller":
                 text = seller.act(view).text
-                prompt, _ = fit_prompt(view, tokenizer, scaffold, config.prompt_cap, False, None, "warmup")
+                prompt, _ = fit_prompt(view, tokenizer, render_messages, scaffold, config.prompt_cap, False, "warmup")
                 completion = list(tokenizer(text, add_special_tokens=False)["input_ids"]) + end
                 out.append(Demonstration(tuple(prompt), tuple(completion), item.scenario.domain.name,
                                          item.scenario.seed, seller.name, item.buyer, view.turn, scaffold, text))
