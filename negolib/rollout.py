@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tqdm.auto import tqdm
 
-from negolib.agents.base import Agent, AgentReply
+from negolib.agents.base import Agent, AgentReply, act_contained, error_text, reply_problem
 from negolib.env import EnvConfig, Episode, PartyView
 from negolib.scenarios import Scenario
 from negolib.transcripts import SCHEMA_VERSION, TranscriptStore, record_key
 
-MAX_ERROR_CHARS = 500
 
 @dataclass(frozen=True)
 class EpisodeSpec:
@@ -73,51 +71,8 @@ class RolloutResult:
         return [r for r in self.records if r["status"] == "error"]
 
 
-def error_text(exc: BaseException, where: str = "") -> str:
-    """``"<where>: <Type>: <message>"`` cut to :data:`MAX_ERROR_CHARS` (a message can hold a whole
-    hostile turn)."""
-    text = f"{where}: " if where else ""
-    text += f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
-
-
 def _where(ep: Episode) -> str:
     return f"turn {len(ep.turns) + 1} ({ep.to_move})"
-
-
-def act_contained(agent: Agent, views: Sequence[PartyView]) -> list[AgentReply]:
-    """``agent.act_batch(views)`` that never raises: if the call raises or answers the wrong number
-    of replies, each view is asked alone, and a view that still fails gets an error reply."""
-    try:
-        replies = agent.act_batch(views)
-        if len(replies) == len(views):
-            return list(replies)
-        problem = f"agent {agent.name!r} returned {len(replies)} replies for {len(views)} views"
-    except Exception as exc:  # noqa: BLE001 - contained to the episodes of this call
-        problem = error_text(exc, f"agent {agent.name!r}")
-    if len(views) == 1:
-        return [AgentReply("", error=problem)]
-    return [act_contained(agent, [v])[0] for v in views]
-
-
-def reply_problem(rep: Any) -> str | None:
-    """Why an agent's reply cannot be played (None when it can): its error, or a field of the wrong
-    type that would make an unreadable transcript record (text not a string, token counts not
-    non-negative ints, a latency that is not a finite number)."""
-    if not isinstance(rep, AgentReply):
-        return f"agent returned {type(rep).__name__}, not an AgentReply"
-    if rep.error is not None:
-        return str(rep.error)
-    if type(rep.text) is not str:
-        return f"agent reply text must be a string, got {type(rep.text).__name__}"
-    for name in ("input_tokens", "output_tokens"):
-        v = getattr(rep, name)
-        if type(v) is not int or v < 0:
-            return f"agent reply {name} must be a non-negative int, got {v!r}"[:MAX_ERROR_CHARS]
-    lat = rep.latency_s
-    if type(lat) not in (int, float) or not math.isfinite(lat):
-        return f"agent reply latency_s must be a finite number, got {lat!r}"[:MAX_ERROR_CHARS]
-    return None
 
 
 def turn_log(rep: AgentReply) -> dict[str, Any]:

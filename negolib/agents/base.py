@@ -3,7 +3,9 @@
 The rollout engine gathers every live episode's pending turn for an agent into one call of
 :meth:`Agent.act_batch`, so local models batch generation and API agents run the batch as one
 concurrent wave. An agent never raises for a single failing episode: it returns a reply with
-``error`` set, and the engine writes that episode as an error row that a re-run completes.
+``error`` set, and the engine writes that episode as an error row that a re-run completes
+(:func:`act_contained` asks an agent so that nothing it does raises; :func:`reply_problem` says why a reply
+cannot be played).
 A view is the game's (the paper's :class:`negolib.env.PartyView`, a market's view); language-model agents
 turn one into chat messages with the game's :data:`Render` (the paper's: :func:`negolib.prompts.render_messages`),
 so this layer imports no game.
@@ -11,10 +13,14 @@ so this layer imports no game.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+MAX_ERROR_CHARS = 500
+"""An error text (a reply's, an episode's) is cut to this many characters: a message can hold a whole hostile turn."""
 
 View = Any
 """A party's view of an episode, as its game defines it (language-model agents read ``episode_id``, ``turn``
@@ -62,3 +68,46 @@ def require_render(agent: Any) -> Render:
         raise ValueError(f"{type(agent).__name__} {agent.name!r} has no render: pass render=, the game's "
                          "(view, scaffold) -> chat messages (the paper's game: negolib.prompts.render_messages)")
     return agent.renderer
+
+
+def error_text(exc: BaseException, where: str = "") -> str:
+    """``"<where>: <Type>: <message>"`` cut to :data:`MAX_ERROR_CHARS` (a message can hold a whole
+    hostile turn)."""
+    text = f"{where}: " if where else ""
+    text += f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def act_contained(agent: Agent, views: Sequence[View]) -> list[AgentReply]:
+    """``agent.act_batch(views)`` that never raises: if the call raises or answers the wrong number
+    of replies, each view is asked alone, and a view that still fails gets an error reply."""
+    try:
+        replies = agent.act_batch(views)
+        if len(replies) == len(views):
+            return list(replies)
+        problem = f"agent {agent.name!r} returned {len(replies)} replies for {len(views)} views"
+    except Exception as exc:  # noqa: BLE001 - contained to the episodes of this call
+        problem = error_text(exc, f"agent {agent.name!r}")
+    if len(views) == 1:
+        return [AgentReply("", error=problem)]
+    return [act_contained(agent, [v])[0] for v in views]
+
+
+def reply_problem(rep: Any) -> str | None:
+    """Why an agent's reply cannot be played (None when it can): its error, or a field of the wrong
+    type that would make an unreadable transcript record (text not a string, token counts not
+    non-negative ints, a latency that is not a finite number)."""
+    if not isinstance(rep, AgentReply):
+        return f"agent returned {type(rep).__name__}, not an AgentReply"
+    if rep.error is not None:
+        return str(rep.error)
+    if type(rep.text) is not str:
+        return f"agent reply text must be a string, got {type(rep.text).__name__}"
+    for name in ("input_tokens", "output_tokens"):
+        v = getattr(rep, name)
+        if type(v) is not int or v < 0:
+            return f"agent reply {name} must be a non-negative int, got {v!r}"[:MAX_ERROR_CHARS]
+    lat = rep.latency_s
+    if type(lat) not in (int, float) or not math.isfinite(lat):
+        return f"agent reply latency_s must be a finite number, got {lat!r}"[:MAX_ERROR_CHARS]
+    return None

@@ -13,8 +13,7 @@ from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
-from negolib.agents.base import AgentReply
-from negolib.rollout import act_contained, error_text, reply_problem
+from negolib.agents.base import AgentReply, act_contained, error_text, reply_problem
 
 
 class WaveEpisode(Protocol):

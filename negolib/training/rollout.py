@@ -58,11 +58,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from negolib.agents.base import Agent, AgentReply
+from negolib.agents.base import Agent, AgentReply, act_contained, error_text, reply_problem
 from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
 from negolib.env import EnvConfig, Episode
 from negolib.prompts import render_messages
-from negolib.rollout import act_contained, error_text, reply_problem
 from negolib.sampling import derive_seed
 from negolib.training.data import ScenarioItem
 
