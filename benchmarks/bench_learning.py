@@ -135,7 +135,7 @@ def warmed_up_model(s: Setting, init: str, work: Path, progress: bool) -> tuple[
     model name its folder, so a rerun with the same settings skips it."""
     from negolib.agents.scripted import make_scripted
     from negolib.training.config import TrainConfig
-    from negolib.training.data import env_config, scenario_items
+    from negolib.training.paper_game import env_config, scenario_items
     from negolib.training.warmup import WarmupConfig, run_format_warmup, warmup_ready
 
     config = WarmupConfig(demonstrations=s.warmup_demos, learning_rate=s.warmup_lr, batch_size=s.warmup_batch,
@@ -193,7 +193,7 @@ def eval_scenarios(s: Setting) -> list[Any]:
     domains in rotation when ``s.domain`` is empty."""
     from negolib.domains import load_domains
     from negolib.scenarios import eval_seeds, make_scenario
-    from negolib.training.data import training_domains
+    from negolib.training.paper_game import training_domains
 
     doms = load_domains()
     names = [s.domain] if s.domain else training_domains(None)
@@ -207,8 +207,8 @@ def evaluate(weights: str, s: Setting, scenarios: list[Any], seed: int) -> list[
     from negolib.agents.factory import ModelCache, build_agent
     from negolib.params import AgentSpec, Sampling
     from negolib.rollout import make_specs, run_episodes
-    from negolib.training.data import env_config
     from negolib.training.ladder import BUYER, AcceptingBuyer
+    from negolib.training.paper_game import env_config
 
     arm = "bench_seller"
     c = train_config(s)

@@ -408,7 +408,7 @@ def ab_prompts(tok: Any, args: argparse.Namespace) -> list[list[int]]:
     from negolib.agents.hf_agent import fit_prompt
     from negolib.env import Episode
     from negolib.prompts import render_messages
-    from negolib.training.data import env_config, scenario_items
+    from negolib.training.paper_game import env_config, scenario_items
 
     cfg = train_config(args)
     items = scenario_items(cfg, "train")
@@ -506,8 +506,8 @@ def _free() -> None:
 
 def phase_warmup(args: argparse.Namespace, model_path: str, work: Path) -> dict[str, Any]:
     """The project's format warm-up; returns the starting policy's folder and the warm-up's log."""
-    from negolib.training.data import scenario_items
     from negolib.training.grpo import default_buyers
+    from negolib.training.paper_game import scenario_items
     from negolib.training.warmup import WarmupConfig, run_format_warmup
 
     if args.warmup_demos <= 0:

@@ -225,8 +225,9 @@ def test_rollout_rewards_follow_the_games_payoff_rule():
     got = {}
     for item in scenario_items([ZONE, NO_ZONE], "conceder"):
         for name, plan in plans.items():
-            eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers, None,
-                                RolloutLimits(64, 16384, 8192, 6), render=render, episode_factory=episode_factory())
+            eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers,
+                                limits=RolloutLimits(64, 16384, 8192, 6), render=render,
+                                episode_factory=episode_factory())
             (t,) = eng.play([item]).trajectories
             rec = t.episode.record()
             assert t.status in ("deal", "no_deal") and t.reward == pytest.approx(expected_reward(rec))

@@ -79,8 +79,9 @@ def test_rollout_rewards_follow_the_normalised_surplus():
             "prose": ["Let me think."],  # no call: every turn wasted
         }
         for name, plan in plans.items():
-            eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers, None,
-                                RolloutLimits(64, 16384, 8192, 4), render=render, episode_factory=episode_factory())
+            eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers,
+                                limits=RolloutLimits(64, 16384, 8192, 4), render=render,
+                                episode_factory=episode_factory())
             (t,) = eng.play(scenario_items([sc])).trajectories
             rec = t.episode.record()
             assert t.status in ("deal", "no_deal") and t.reward == pytest.approx(expected_reward(rec))
@@ -95,8 +96,8 @@ def test_rollout_rewards_follow_the_normalised_surplus():
         assert got[(sc.seed, "loss")][1]["outcome"]["deal"]
         assert got[(sc.seed, "loss")][0] == pytest.approx(-0.3 * (1 + lost))
     # a driver cut (fewer seller turns allowed than the market's budget) gets the floor
-    eng = RolloutEngine(PlanGenerator(tok, tags, [call(0, 10_000.0)]), tok, tags, buyers, None,
-                        RolloutLimits(64, 16384, 8192, 2), render=render, episode_factory=episode_factory())
+    eng = RolloutEngine(PlanGenerator(tok, tags, [call(0, 10_000.0)]), tok, tags, buyers,
+                        limits=RolloutLimits(64, 16384, 8192, 2), render=render, episode_factory=episode_factory())
     (t,) = eng.play(scenario_items(market_scenarios([0], turn_budget=3))).trajectories
     assert t.status == "truncated" and t.reward == pytest.approx(-RewardConfig().cut_penalty)
 

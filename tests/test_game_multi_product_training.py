@@ -66,7 +66,7 @@ def play_plan(plan: list[str]):
     tok = tiny_tokenizer()
     tags = derive_turn_tags(tok)
     buyers = {"pool": MultiProductGame().make_agent("pool", "buyer", 0)}
-    eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers, None, RolloutLimits(400, 32768, 16384, 5),
+    eng = RolloutEngine(PlanGenerator(tok, tags, plan), tok, tags, buyers, limits=RolloutLimits(400, 32768, 16384, 5),
                         render=render, episode_factory=episode_factory())
     (t,) = eng.play(list(scenario_items([HAND], "pool"))).trajectories
     return t, t.episode.record()
@@ -108,8 +108,8 @@ def test_reward_and_grpo_configs_reject_bad_values():
     tok = tiny_tokenizer()
     tags = derive_turn_tags(tok)
     buyers = {"pool": MultiProductGame().make_agent("pool", "buyer", 0)}
-    eng = RolloutEngine(PlanGenerator(tok, tags, [msg(price="500")]), tok, tags, buyers, None,
-                        RolloutLimits(400, 32768, 16384, 3), render=render,
+    eng = RolloutEngine(PlanGenerator(tok, tags, [msg(price="500")]), tok, tags, buyers,
+                        limits=RolloutLimits(400, 32768, 16384, 3), render=render,
                         episode_factory=episode_factory(RewardConfig(cut_penalty=0.2)))
     (t,) = eng.play(list(scenario_items([HAND], "pool"))).trajectories
     assert t.status == "truncated" and t.reward == pytest.approx(-0.2)  # cut by the driver after 3 of 5 messages

@@ -1,4 +1,4 @@
-"""Training / validation scenario sets: eight domains, buyers fixed per scenario."""
+"""Training / validation scenario sets of the paper's game: eight domains, buyers fixed per scenario."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from negolib.errors import ValidationError
 from negolib.training.config import TrainConfig
-from negolib.training.data import (
-    buyer_shares,
+from negolib.training.data import buyer_shares
+from negolib.training.paper_game import (
     draw_buyer,
     env_config,
     item_from_row,
@@ -66,7 +66,7 @@ def test_rows_carry_a_conversational_prompt_and_rebuild_the_scenario():
 
 def test_build_dataset():
     pytest.importorskip("datasets")
-    from negolib.training.data import build_dataset
+    from negolib.training.paper_game import build_dataset
 
     ds = build_dataset(TrainConfig(train_seeds_per_domain=1))
     assert len(ds) == 8 and "prompt" in ds.column_names and "buyer" in ds.column_names

@@ -14,7 +14,7 @@ from negolib.chat_template import derive_turn_tags, encode_chat, encode_text  # 
 from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 from negolib.prompts import render_messages  # noqa: E402
 from negolib.training.config import TrainConfig  # noqa: E402
-from negolib.training.data import env_config, scenario_items  # noqa: E402
+from negolib.training.paper_game import env_config, paper_episodes, scenario_items  # noqa: E402
 from negolib.training.rollout import (  # noqa: E402
     Generation,
     HFAgentGenerator,
@@ -77,7 +77,8 @@ def engine(tok, tags, gen, **kw):
     limits = kw.pop("limits", RolloutLimits(256, 16384, 8192, 13))
     env = kw.pop("env", env_config(CFG))
     buyers = kw.pop("buyers", BUYERS)
-    return RolloutEngine(gen, tok, tags, buyers, env, limits, **kw)
+    kw.setdefault("render", render_messages)
+    return RolloutEngine(gen, tok, tags, buyers, paper_episodes(env), limits=limits, **kw)
 
 
 class StubbornBuyer(Agent):
@@ -254,7 +255,8 @@ def test_real_model_generation_is_kept_as_sampled(tok, tags):
             return out
 
     eng = RolloutEngine(
-        Spy(), tok2, derive_turn_tags(tok2), BUYERS, env_config(CFG), RolloutLimits(6, 4096, 200, 13)
+        Spy(), tok2, derive_turn_tags(tok2), BUYERS, paper_episodes(env_config(CFG)), render_messages,
+        RolloutLimits(6, 4096, 200, 13)
     )
     batch = eng.play([ITEMS[0], ITEMS[0]])
     for t in batch.trajectories:

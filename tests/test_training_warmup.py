@@ -12,7 +12,7 @@ from negolib.env import Episode
 from negolib.prompts import render_messages
 from negolib.protocol import parse_action
 from negolib.training.config import TrainConfig
-from negolib.training.data import env_config, scenario_items
+from negolib.training.paper_game import env_config, scenario_items
 from negolib.training.warmup import (
     WarmupConfig,
     _example_loss,

@@ -65,14 +65,8 @@ from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
-from negolib.training.data import (
-    ScenarioItem,
-    build_dataset,
-    env_config,
-    item_from_row,
-    item_rows,
-    scenario_items,
-)
+from negolib.training.data import ScenarioItem, item_rows
+from negolib.training.paper_game import build_dataset, env_config, item_from_row, paper_episodes, scenario_items
 from negolib.training.rollout import (
     EpisodeFactory,
     HFAgentGenerator,
@@ -291,11 +285,10 @@ class EngineFactory:
             self.tokenizer,
             self.tags,
             self.buyers,
-            env_config(self.config),
-            _limits(self.config),
-            scaffold or self.config.scaffold,
-            render=self.render,
-            episode_factory=self.episode_factory,
+            episode_factory=self.episode_factory or paper_episodes(env_config(self.config)),
+            render=self.render or render_messages,
+            limits=_limits(self.config),
+            scaffold=scaffold or self.config.scaffold,
             role=self.role,
         )
 

@@ -406,8 +406,8 @@ def train_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = N
     """Build the initial model and train it through :func:`~negolib.training.grpo.build_run` into ``out_dir``
     (``sabotage``: a training twin, or ``"eval_initial"``/None for a normal run)."""
     from negolib.training.checkpoints import last_checkpoint
-    from negolib.training.data import scenario_items
     from negolib.training.grpo import build_run
+    from negolib.training.paper_game import scenario_items
 
     if sabotage is not None and sabotage not in SABOTAGES:
         raise ValueError(f"sabotage must be one of {SABOTAGES} or None, got {sabotage!r}")

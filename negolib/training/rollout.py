@@ -4,8 +4,8 @@ Any game trains here: the engine drives episodes through :class:`TrainableEpisod
 party's view, a turn's text, the outcome's reward, score and deal, the no-deal floor, bad parses, the
 record), built per scenario item by an :data:`EpisodeFactory`, with a :data:`Render` of the policy's
 view into chat messages; the policy plays one ``role`` (the seller by default) and the item's named
-opponent the other. The defaults are the paper's game (:class:`PaperEpisode`, :func:`render_messages`);
-a game package supplies its own episode adapter and render (the training layer imports no game). Below,
+opponent the other. Every game hands over its episode factory and render (the paper's:
+:mod:`negolib.training.paper_game`); this module imports no game. Below,
 "seller" reads as the policy's role and "buyer" as the opponent's.
 
 Every episode is one trajectory: ``prompt_ids`` (the seller's first prompt rendered with the chat
@@ -58,10 +58,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from negolib.agents.base import Agent, AgentReply, act_contained, error_text, reply_problem
+from negolib.agents.base import Agent, AgentReply, Render, act_contained, error_text, reply_problem
 from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
-from negolib.env import EnvConfig, Episode
-from negolib.prompts import render_messages
 from negolib.sampling import derive_seed
 from negolib.training.data import ScenarioItem
 
@@ -173,9 +171,10 @@ class EpisodeOutcome(Protocol):
 
 
 class TrainableEpisode(Protocol):
-    """One episode of a game as the rollout engine drives it (the paper's :class:`PaperEpisode`, or a game's
-    adapter). ``step`` takes a turn of the party to move: the policy's decoded text, or what
-    :meth:`opponent_turn` made of the opponent's reply; it may raise (the engine contains it)."""
+    """One episode of a game as the rollout engine drives it (the paper's
+    :class:`~negolib.training.paper_game.PaperEpisode`, or a game's adapter). ``step`` takes a turn of the party
+    to move: the policy's decoded text, or what :meth:`opponent_turn` made of the opponent's reply; it may raise
+    (the engine contains it)."""
 
     episode_id: str
 
@@ -207,24 +206,6 @@ class TrainableEpisode(Protocol):
 
 EpisodeFactory = Callable[[ScenarioItem, str], TrainableEpisode]
 """``(item, episode_id) -> episode``: a fresh episode of the item's scenario."""
-Render = Callable[[Any, str], list[dict[str, str]]]
-"""``(view, scaffold) -> chat messages`` of the policy's view (system/user/assistant)."""
-
-
-class PaperEpisode(Episode):
-    """The paper game's :class:`negolib.env.Episode` as a :class:`TrainableEpisode`: its outcome carries Eq. 1's
-    reward and the score S; the driver's floor is ``-lambda``; a bad parse is a turn without a valid action."""
-
-    @property
-    def no_deal_floor(self) -> float:
-        return -self.config.no_deal_penalty
-
-    def opponent_turn(self, reply: AgentReply) -> str:
-        return reply.text
-
-    def bad_parses(self, role: str) -> tuple[int, int]:
-        mine = [t for t in self.turns if t.role == role]
-        return sum(t.action is None for t in mine), len(mine)
 
 
 def other_role(role: str) -> str:
@@ -436,34 +417,27 @@ def _observation_message(messages: Sequence[dict[str, str]]) -> dict[str, str]:
 class RolloutEngine:
     """Plays batches of episodes with the policy in ``role`` and returns token-level trajectories.
 
-    ``render`` maps the policy's view to chat messages (default: :func:`negolib.prompts.render_messages`
-    with ``scaffold``). ``buyers`` maps the names in each item's ``buyer`` field to the opponent agents.
-    ``episode_factory`` builds each item's episode (default: the paper's :class:`PaperEpisode` under ``env``;
-    a game's factory carries its own rules, and ``env`` may then be None).
+    The game is handed over: ``episode_factory`` builds each item's episode (it carries the game's rules; the
+    paper's: :func:`negolib.training.paper_game.paper_episodes`) and ``render`` maps the policy's view to chat
+    messages under ``scaffold`` (the paper's: :func:`negolib.prompts.render_messages`). ``buyers`` maps the names
+    in each item's ``buyer`` field to the opponent agents.
     """
 
     generator: TokenGenerator
     tokenizer: Any
     tags: TurnTags
     buyers: Mapping[str, Agent]
-    env: EnvConfig | None
+    episode_factory: EpisodeFactory
+    render: Render
     limits: RolloutLimits = field(default_factory=RolloutLimits)
     scaffold: str = "training"
-    render: Render | None = None
-    episode_factory: EpisodeFactory | None = None
     role: str = "seller"
 
     def _render(self, view: Any) -> list[dict[str, str]]:
-        if self.render is not None:
-            return self.render(view, self.scaffold)
-        return render_messages(view, self.scaffold)
+        return self.render(view, self.scaffold)
 
     def _episode(self, item: ScenarioItem, episode_id: str) -> TrainableEpisode:
-        if self.episode_factory is not None:
-            return self.episode_factory(item, episode_id)
-        if self.env is None:
-            raise ValueError("the paper game's episodes need an EnvConfig (env); or pass an episode_factory")
-        return PaperEpisode(item.scenario, self.env, episode_id)
+        return self.episode_factory(item, episode_id)
 
     def play(self, items: Sequence[ScenarioItem], episode_ids: Sequence[str] | None = None) -> RolloutBatch:
         """Play one episode per item (repeat an item for several rollouts) to the end."""

@@ -36,8 +36,8 @@ from negolib.chat_template import assert_roundtrip, derive_turn_tags
 from negolib.models import resolve_model_path
 from negolib.params import AgentSpec, Params, opening_source, train_config, warmup_config
 from negolib.training.checkpoints import last_checkpoint
-from negolib.training.data import env_config, scenario_items
 from negolib.training.grpo import TrainResult, train
+from negolib.training.paper_game import env_config, scenario_items
 from negolib.training.warmup import run_format_warmup, warmup_dir, warmup_ready
 
 # ---------------------------------------------------------------------------------------------
