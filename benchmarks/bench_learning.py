@@ -176,11 +176,12 @@ def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[
     from negolib.training.checkpoints import last_checkpoint
     from negolib.training.grpo import build_run
     from negolib.training.ladder import BUYER, AcceptingBuyer
+    from negolib.training.paper_game import paper_task
 
     shutil.rmtree(out, ignore_errors=True)
-    run = build_run(train_config(s), start, out, buyers={BUYER: AcceptingBuyer(s.min_valid_terms)},
-                    progress=progress,
-                    resume=False)
+    config = train_config(s)
+    run = build_run(config, start, out, buyers={BUYER: AcceptingBuyer(s.min_valid_terms)}, progress=progress,
+                    resume=False, task=paper_task(config))
     run.trainer.train()
     checkpoint = last_checkpoint(run.out_dir / "checkpoints")
     if checkpoint is None:

@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     import torch
 
     from negolib.training.grpo import train
+    from negolib.training.paper_game import paper_task
 
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run with --dry-run on a CPU machine")
@@ -251,7 +252,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         callbacks = [] if args.dry_run else [_no_save_callback()]
         buyers = stalling_buyers(dict(cfg.buyer_mixture)) if args.buyers == "stall" else None
         result = train(
-            cfg, model_path, out / "run", buyers=buyers, progress=True, resume=False, callbacks=callbacks
+            cfg, model_path, out / "run", buyers=buyers, progress=True, resume=False, callbacks=callbacks,
+            task=paper_task(cfg),
         )
         rows = summarize(result.log, n_params)
         print(f"backend: {result.backend}; total {time.perf_counter() - t1:.1f}s", flush=True)

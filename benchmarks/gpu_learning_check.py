@@ -506,8 +506,7 @@ def _free() -> None:
 
 def phase_warmup(args: argparse.Namespace, model_path: str, work: Path) -> dict[str, Any]:
     """The project's format warm-up; returns the starting policy's folder and the warm-up's log."""
-    from negolib.training.grpo import default_buyers
-    from negolib.training.paper_game import scenario_items
+    from negolib.training.paper_game import default_buyers, scenario_items
     from negolib.training.warmup import WarmupConfig, run_format_warmup
 
     if args.warmup_demos <= 0:
@@ -558,6 +557,7 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
 
     from negolib.sampling import SamplingConfig
     from negolib.training.grpo import build_run
+    from negolib.training.paper_game import paper_task
     from negolib.training.rollout import HFAgentGenerator
 
     cfg = train_config(args)
@@ -594,7 +594,7 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
 
     t0 = time.perf_counter()
     run = build_run(cfg, start, work / "run", progress=True, resume=False, callbacks=[NoSave(), Deadline()],
-                    transcripts=False)
+                    transcripts=False, task=paper_task(cfg))
     factory, trainer = run.factory, run.trainer
     c = cfg
 

@@ -6,15 +6,8 @@ import pytest
 
 from negolib.errors import ValidationError
 from negolib.training.config import TrainConfig
-from negolib.training.data import buyer_shares
-from negolib.training.paper_game import (
-    draw_buyer,
-    env_config,
-    item_from_row,
-    scenario_items,
-    to_rows,
-    training_domains,
-)
+from negolib.training.data import buyer_shares, item_rows
+from negolib.training.paper_game import draw_buyer, env_config, scenario_items, training_domains
 
 
 def test_eight_training_domains_without_the_held_out_car():
@@ -53,20 +46,25 @@ def test_validation_set_is_fixed_and_disjoint():
     assert [it.scenario_id for it in val] == [it.scenario_id for it in scenario_items(cfg, "validation")]
 
 
-def test_rows_carry_a_conversational_prompt_and_rebuild_the_scenario():
-    cfg = TrainConfig(train_seeds_per_domain=1, train_domains=("job_offer",))
-    items = scenario_items(cfg)
-    rows = to_rows(items, env_config(cfg), "training")
-    assert rows[0]["prompt"][0]["role"] == "system" and rows[0]["prompt"][-1]["role"] == "user"
-    assert {"domain", "seed", "buyer", "scenario_id"} <= set(rows[0])
-    back = item_from_row(rows[0])
-    assert back.scenario == items[0].scenario and back.buyer == items[0].buyer
+def test_the_paper_task_rows_carry_a_conversational_prompt_and_name_their_item():
+    from negolib.training.paper_game import paper_task, roundtrip_dialogue
+
+    cfg = TrainConfig(train_seeds_per_domain=1, train_domains=("job_offer",), validation_seeds_per_domain=1)
+    task = paper_task(cfg)
+    assert task.train_items == tuple(scenario_items(cfg)) and task.role == "seller"
+    first = task.first_prompt(task.train_items[0], "training")
+    assert first[0]["role"] == "system" and first[-1]["role"] == "user"
+    rows = item_rows(task.train_items, [first])
+    assert rows[0]["item"] == 0 and rows[0]["scenario_id"] == task.train_items[0].scenario_id
     assert env_config(cfg).accept_applies_terms
+    assert task.roundtrip_dialogue("training") == roundtrip_dialogue(task.train_items[0], cfg)
+    assert "assistant" in {m["role"] for m in task.roundtrip_dialogue("training")}  # a multi-turn chat
+    assert set(task.default_opponents()) == set(cfg.buyer_mixture)
 
 
-def test_build_dataset():
+def test_the_paper_task_dataset():
     pytest.importorskip("datasets")
-    from negolib.training.paper_game import build_dataset
+    from negolib.training.paper_game import paper_task
 
-    ds = build_dataset(TrainConfig(train_seeds_per_domain=1))
+    ds = paper_task(TrainConfig(train_seeds_per_domain=1)).dataset("training")
     assert len(ds) == 8 and "prompt" in ds.column_names and "buyer" in ds.column_names

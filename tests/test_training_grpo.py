@@ -15,6 +15,7 @@ from negolib.models import tiny_causal_lm  # noqa: E402
 from negolib.training.advantages import loo_advantages  # noqa: E402
 from negolib.training.config import TrainConfig  # noqa: E402
 from negolib.training.grpo import build_run, train  # noqa: E402
+from negolib.training.paper_game import paper_task  # noqa: E402
 from negolib.training.schedule import WarmupCosine  # noqa: E402
 
 torch.set_num_threads(2)
@@ -72,7 +73,9 @@ def model_dir(tmp_path_factory):
 
 
 def test_buyer_tokens_get_no_gradient_and_advantages_are_loo(model_dir, tmp_path):
-    run = build_run(tiny_config(), model_dir, tmp_path / "run", buyers={"coin": CoinBuyer()}, progress=False)
+    cfg = tiny_config()
+    run = build_run(cfg, model_dir, tmp_path / "run", buyers={"coin": CoinBuyer()}, progress=False,
+                    task=paper_task(cfg))
     trainer = run.trainer
     trainer.model.train()
     ds = trainer.train_dataset
@@ -126,8 +129,9 @@ class StopAt:
 def resumed_run(model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tiny"
     cfg = tiny_config()
-    first = train(cfg, model_dir, out, buyers={"coin": CoinBuyer()}, progress=False, callbacks=[StopAt(2)])
-    second = train(cfg, model_dir, out, buyers={"coin": CoinBuyer()}, progress=False)
+    first = train(cfg, model_dir, out, buyers={"coin": CoinBuyer()}, progress=False, callbacks=[StopAt(2)],
+                  task=paper_task(cfg))
+    second = train(cfg, model_dir, out, buyers={"coin": CoinBuyer()}, progress=False, task=paper_task(cfg))
     return cfg, out, first, second
 
 
@@ -181,7 +185,8 @@ def test_interrupt_and_resume(resumed_run):
     ]
     assert sorted(steps) == [1] * 8 + [2] * 8 + [3] * 8
     # re-running a finished run is a no-op that returns the same result
-    again = train(cfg, "unused-when-resuming", out, buyers={"coin": CoinBuyer()}, progress=False)
+    again = train(cfg, "unused-when-resuming", out, buyers={"coin": CoinBuyer()}, progress=False,
+                  task=paper_task(cfg))
     assert again.steps == 3 and [r["step"] for r in again.log] == [1, 2, 3]
 
 
@@ -197,7 +202,8 @@ def test_continuation_restarts_its_schedule_from_the_checkpoint(resumed_run, tmp
     cfg, _, _, second = resumed_run
     cont = tiny_config(max_steps=2, warmup_steps=2, continue_from=str(second.checkpoint), validate_every=0)
     res = train(
-        cont, "ignored-when-continuing", tmp_path / "cont", buyers={"coin": CoinBuyer()}, progress=False
+        cont, "ignored-when-continuing", tmp_path / "cont", buyers={"coin": CoinBuyer()}, progress=False,
+        task=paper_task(cont),
     )
     assert [r["lr"] for r in res.log] == pytest.approx([cfg.peak_lr / 2, cfg.peak_lr])  # its own warmup again
     assert res.log[0]["kl"] == 0.0  # the continuation's reference is the checkpoint it starts from
@@ -211,7 +217,8 @@ def test_lora_run_trains_only_adapters(model_dir, tmp_path):
 
     assert lora_config(tiny_config()) is None
     cfg = tiny_config(lora_rank=4, max_steps=2, validate_every=0, save_every=2)
-    setup = build_run(cfg, model_dir, tmp_path / "lora", buyers={"coin": CoinBuyer()}, progress=False)
+    setup = build_run(cfg, model_dir, tmp_path / "lora", buyers={"coin": CoinBuyer()}, progress=False,
+                      task=paper_task(cfg))
     model = setup.trainer.model
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)

@@ -29,10 +29,12 @@ How TRL is used (trl 1.16):
 * Generation: HF ``generate`` through :class:`~negolib.agents.hf_agent.HFAgent` on the policy module
   (CPU), or TRL's colocated vLLM engine from token ids (GPU, ``generation_backend="vllm"``).
 
-Games: by default the policy sells in the paper's game on :func:`~negolib.training.data.scenario_items`. A
-:class:`TrainingTask` trains it in another game instead: the game's episode factory and render (its adapter of
-:class:`~negolib.training.rollout.TrainableEpisode`), the caller's training and validation scenario items, the
-policy's role and a multi-turn chat for the tag round-trip check; the dataset rows then carry each item's index.
+Games: a :class:`TrainingTask` is the game the policy trains in (this module imports none): the game's episode
+factory and render (its adapter of :class:`~negolib.training.rollout.TrainableEpisode`), its training and
+validation scenario items, the policy's role, a multi-turn chat for the tag round-trip check, its default
+opponents and how its records are written; the dataset rows carry each item's index. The paper's game is
+:func:`negolib.training.paper_game.paper_task` (the policy sells, its scripted buyers by default, the checked
+transcript schema).
 
 Validation (step 0 and every ``validate_every`` steps): one episode per fixed validation scenario
 against its assigned buyer, sampled with the recipe's settings, in the *training* environment
@@ -55,18 +57,14 @@ from typing import Any
 
 from negolib.agents.base import Agent
 from negolib.agents.hf_agent import HFAgent
-from negolib.agents.scripted import STRATEGIES, make_scripted
 from negolib.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
-from negolib.env import Episode
 from negolib.files import atomic_write_text, locked_append
 from negolib.models import resolve_model_path
-from negolib.prompts import render_messages
 from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, item_rows
-from negolib.training.paper_game import build_dataset, env_config, item_from_row, paper_episodes, scenario_items
 from negolib.training.rollout import (
     EpisodeFactory,
     HFAgentGenerator,
@@ -76,7 +74,7 @@ from negolib.training.rollout import (
     RolloutLimits,
     VLLMTokenGenerator,
 )
-from negolib.training.runlog import RunLog, append_records, prune_transcripts
+from negolib.training.runlog import RunLog
 from negolib.training.schedule import WarmupCosine, lambda_scheduler
 
 TRAIN_LOG = "train_log"
@@ -182,15 +180,31 @@ def _limits(c: TrainConfig) -> RolloutLimits:
     return RolloutLimits(c.max_new_tokens, c.max_context_tokens, c.max_prompt_tokens, c.max_rollout_turns)
 
 
+def append_game_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Append another game's training records as JSON lines (not checked against the paper's transcript schema)."""
+    locked_append(path, "".join(json.dumps(r, allow_nan=False, separators=(",", ":")) + "\n" for r in records).encode())
+
+
+def prune_game_records(path: Path, max_step: int) -> None:
+    """Drop another game's training records of steps after ``max_step`` and a torn last line (before a resume)."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]  # after the last newline: empty, or a torn line
+    keep = [line + "\n" for line in lines if line.strip() and json.loads(line).get("step", 0) <= max_step]
+    atomic_write_text(path, "".join(keep))
+
+
 @dataclass(frozen=True)
 class TrainingTask:
-    """A game for the shared trainer other than the default (the paper's game, the policy selling).
+    """The game the shared trainer plays (the paper's: :func:`negolib.training.paper_game.paper_task`).
 
     ``episode_factory`` and ``render`` are the game's (see :class:`~negolib.training.rollout.RolloutEngine`);
     ``train_items`` / ``validation_items`` its scenario items, each naming the opponent agent it is played
     against; ``role`` the policy's; ``roundtrip`` a multi-turn chat of the policy (system/user first, then
     alternating assistant and user turns) whose turn tags must round-trip before training (empty: the first
-    training prompt plus two canned assistant turns)."""
+    training prompt plus two canned assistant turns); ``default_opponents`` builds the opponents when the caller
+    passes none (None: the caller must); ``append_records`` / ``prune_records`` write the training and validation
+    records and cut them back to a resumed step (default: plain JSON lines)."""
 
     episode_factory: EpisodeFactory
     render: Render
@@ -198,6 +212,9 @@ class TrainingTask:
     validation_items: tuple[ScenarioItem, ...] = ()
     role: str = "seller"
     roundtrip: tuple[dict[str, str], ...] = ()
+    default_opponents: Callable[[], Mapping[str, Agent]] | None = None
+    append_records: Callable[[Path, Sequence[dict[str, Any]]], None] = append_game_records
+    prune_records: Callable[[Path, int], None] = prune_game_records
 
     def __post_init__(self) -> None:
         if not self.train_items:
@@ -224,20 +241,6 @@ class TrainingTask:
         return Dataset.from_list(item_rows(self.train_items, prompts))
 
 
-def append_game_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
-    """Append another game's training records as JSON lines (not checked against the paper's transcript schema)."""
-    locked_append(path, "".join(json.dumps(r, allow_nan=False, separators=(",", ":")) + "\n" for r in records).encode())
-
-
-def prune_game_records(path: Path, max_step: int) -> None:
-    """Drop another game's training records of steps after ``max_step`` and a torn last line (before a resume)."""
-    if not path.is_file():
-        return
-    lines = path.read_text(encoding="utf-8").split("\n")[:-1]  # after the last newline: empty, or a torn line
-    keep = [line + "\n" for line in lines if line.strip() and json.loads(line).get("step", 0) <= max_step]
-    atomic_write_text(path, "".join(keep))
-
-
 def _parties(role: str, opponent: str) -> dict[str, str]:
     """The record's ``seller`` and ``buyer`` fields: "policy" in ``role``, the opponent in the other."""
     return {"seller": "policy", "buyer": opponent} if role == "seller" else {"seller": opponent, "buyer": "policy"}
@@ -245,18 +248,18 @@ def _parties(role: str, opponent: str) -> dict[str, str]:
 
 @dataclass
 class EngineFactory:
-    """Builds rollout engines on the trainer's current policy (HF) or its colocated vLLM engine, for the
-    paper's game or, with ``episode_factory``/``render``/``role``, another game's."""
+    """Builds rollout engines on the trainer's current policy (HF) or its colocated vLLM engine, for the game of
+    ``episode_factory``/``render``/``role`` (a :class:`TrainingTask`'s)."""
 
     config: TrainConfig
     tokenizer: Any
     tags: TurnTags
     buyers: Mapping[str, Agent]
     backend: str
-    trainer: Any = None
-    episode_factory: EpisodeFactory | None = None
-    render: Render | None = None
+    episode_factory: EpisodeFactory
+    render: Render
     role: str = "seller"
+    trainer: Any = None
 
     def generator(self, seed: int) -> Any:
         tr, c = self.trainer, self.config
@@ -285,8 +288,8 @@ class EngineFactory:
             self.tokenizer,
             self.tags,
             self.buyers,
-            episode_factory=self.episode_factory or paper_episodes(env_config(self.config)),
-            render=self.render or render_messages,
+            episode_factory=self.episode_factory,
+            render=self.render,
             limits=_limits(self.config),
             scaffold=scaffold or self.config.scaffold,
             role=self.role,
@@ -310,15 +313,14 @@ def make_rollout_func(
     factory: EngineFactory,
     transcripts: Path | None,
     run_name: str,
-    items: Sequence[ScenarioItem] | None = None,
-    append: Callable[[Path, Sequence[dict[str, Any]]], None] = append_records,
+    items: Sequence[ScenarioItem],
+    append: Callable[[Path, Sequence[dict[str, Any]]], None] = append_game_records,
 ) -> Callable[..., dict]:
     """TRL's ``rollout_func(prompts, trainer)``: play the generation batch's episodes.
 
     TRL hands over the per-process prompts with each scenario repeated ``num_generations`` times
     (its ``RepeatSampler``); the matching dataset rows are in ``trainer.current_rows``. A row names its
-    item by index into ``items`` when given, else by the paper's domain and seed. ``append`` writes the
-    transcript records.
+    item by index into ``items``. ``append`` writes the transcript records.
     """
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
@@ -326,7 +328,7 @@ def make_rollout_func(
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("rollout_func needs the generation batch's rows (trainer.current_rows)")
         step = trainer.state.global_step + 1
-        items_ = [items[int(r["item"])] if items is not None else item_from_row(r) for r in rows]
+        items_ = [items[int(r["item"])] for r in rows]
         counts: dict[str, int] = {}
         ranks = []  # rollout index of each episode within its scenario's group
         for it in items_:
@@ -360,7 +362,7 @@ class Validator:
     transcripts: Path | None
     scaffold: str
     run_name: str
-    append: Callable[[Path, Sequence[dict[str, Any]]], None] = append_records
+    append: Callable[[Path, Sequence[dict[str, Any]]], None] = append_game_records
 
     def run(self, trainer: Any, step: int) -> dict[str, Any]:
         if step in self.log.steps():
@@ -469,23 +471,6 @@ class TrainResult:
     validation: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     backend: str = "hf"
-
-
-def default_buyers(config: TrainConfig) -> dict[str, Agent]:
-    """Scripted buyers for every mixture name that is a scripted strategy (seeded with ``config.seed``)."""
-    unknown = [n for n in config.buyer_mixture if n not in STRATEGIES]
-    if unknown:
-        raise KeyError(f"buyers {unknown} are not scripted strategies; pass agents for them in `buyers`")
-    return {n: make_scripted(n, seed=config.seed) for n in config.buyer_mixture}
-
-
-def roundtrip_dialogue(item: ScenarioItem, config: TrainConfig, turns: int = 4) -> list[dict[str, str]]:
-    """A multi-turn seller chat (scripted play) for the tag round-trip check before training [App. J]."""
-    ep = Episode(item.scenario, env_config(config), "roundtrip")
-    agents = {"seller": make_scripted("linear"), "buyer": make_scripted("boulware")}
-    while not ep.done and len(ep.turns) < turns:
-        ep.step(agents[ep.to_move].act(ep.view()).text)
-    return render_messages(ep.view("seller"), "training")
 
 
 def build_grpo_args(config: TrainConfig, ckpt_dir: Path, cuda: bool, backend: str, stop_ids: Sequence[int]) -> Any:
@@ -615,11 +600,13 @@ def build_run(
     resume: bool = True,
     callbacks: Sequence[Any] = (),
     transcripts: bool = True,
-    task: TrainingTask | None = None,
+    *,
+    task: TrainingTask,
 ) -> RunSetup:
     """Everything :func:`train` needs, without training: config files, logs (pruned to the resumed
     checkpoint), the turn tags (round-trip asserted on a multi-turn dialogue first) and the trainer.
-    ``task``: another game (see the module docstring); its opponents must be given in ``buyers``."""
+    ``task``: the game (the paper's: :func:`negolib.training.paper_game.paper_task`); ``buyers``: its opponents
+    (default: the task's ``default_opponents``)."""
     import torch
     from transformers import AutoTokenizer
 
@@ -665,50 +652,44 @@ def build_run(
         done_step = int(resume_from.name.split("-")[1])
         train_log.truncate_after(done_step)
         val_log.truncate_after(done_step)
-        prune = prune_transcripts if task is None else prune_game_records
-        prune(tdir / "train.jsonl", done_step)
-        prune(tdir / "validation.jsonl", done_step)
+        task.prune_records(tdir / "train.jsonl", done_step)
+        task.prune_records(tdir / "validation.jsonl", done_step)
 
     tok = AutoTokenizer.from_pretrained(init)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tags = derive_turn_tags(tok)
-    if task is None:
-        assert_roundtrip(tok, tags, roundtrip_dialogue(scenario_items(config, "train")[0], config))
-        agents = dict(buyers) if buyers is not None else default_buyers(config)
-        needed = set(config.buyer_mixture)
-    else:
-        assert_roundtrip(tok, tags, task.roundtrip_dialogue(config.scaffold))
-        if buyers is None:
-            raise ValueError("a training task needs its opponent agents (buyers)")
-        agents = dict(buyers)
-        needed = {it.buyer for it in (*task.train_items, *task.validation_items)}
+    assert_roundtrip(tok, tags, task.roundtrip_dialogue(config.scaffold))
+    if buyers is None:
+        if task.default_opponents is None:
+            raise ValueError("a training task without default opponents needs its opponent agents (buyers)")
+        buyers = task.default_opponents()
+    agents = dict(buyers)
+    needed = {it.buyer for it in (*task.train_items, *task.validation_items)}
     missing = sorted(needed - set(agents))
     if missing:
         raise KeyError(f"no buyer agent for mixture names {missing}; given: {sorted(agents)}")
 
-    factory = EngineFactory(config, tok, tags, agents, backend)
-    if task is not None:
-        factory.episode_factory, factory.render, factory.role = task.episode_factory, task.render, task.role
+    factory = EngineFactory(config, tok, tags, agents, backend, task.episode_factory, task.render, task.role)
     run_name = out.name
     validator = None
     if config.validate_every:
         vscaffold = config.validation_scaffold or config.scaffold
         validator = Validator(
             factory,
-            scenario_items(config, "validation") if task is None else list(task.validation_items),
+            list(task.validation_items),
             val_log,
             tdir / "validation.jsonl" if transcripts else None,
             vscaffold,
             run_name,
-            append_records if task is None else append_game_records,
+            task.append_records,
         )
     rollout_func = make_rollout_func(
         factory,
         tdir / "train.jsonl" if transcripts else None,
         run_name,
-        None if task is None else task.train_items,
-        append_records if task is None else append_game_records,
+        task.train_items,
+        task.append_records,
     )
     args = build_grpo_args(config, ckpt_dir, cuda, backend, tags.stop_ids)
     trainer_cls = _trainer_class()
@@ -718,7 +699,7 @@ def build_run(
             model=init,
             reward_funcs=[episode_reward],
             args=args,
-            train_dataset=build_dataset(config, "train") if task is None else task.dataset(config.scaffold),
+            train_dataset=task.dataset(config.scaffold),
             processing_class=tok,
             rollout_func=rollout_func,
             peft_config=lora_config(config),
@@ -742,7 +723,8 @@ def train(
     resume: bool = True,
     callbacks: Sequence[Any] = (),
     transcripts: bool = True,
-    task: TrainingTask | None = None,
+    *,
+    task: TrainingTask,
 ) -> TrainResult:
     """Run (or resume) one GRPO training run into ``out_dir``.
 
@@ -750,10 +732,10 @@ def train(
     ``transcripts/{train,validation}.jsonl`` and ``checkpoints/checkpoint-<step>`` (every
     ``save_every`` steps and at the end; each a loadable model + tokenizer folder). With
     ``config.continue_from`` set, the policy (and the KL reference) start from that checkpoint under
-    a fresh optimizer and a fresh warmup-cosine (the paper's continuation). ``buyers`` maps the
-    mixture's names to agents (default: scripted strategies of those names). ``resume`` picks up the
-    last complete checkpoint in ``out_dir`` (a run already at ``max_steps`` returns at once). ``task``
-    trains in another game (see :class:`TrainingTask`).
+    a fresh optimizer and a fresh warmup-cosine (the paper's continuation). ``task`` is the game (see
+    :class:`TrainingTask`; the paper's: :func:`negolib.training.paper_game.paper_task`), ``buyers`` maps its
+    opponents' names to agents (default: the task's). ``resume`` picks up the last complete checkpoint in
+    ``out_dir`` (a run already at ``max_steps`` returns at once).
     """
     out = Path(out_dir)
     done = last_checkpoint(out / "checkpoints") if resume else None
@@ -769,7 +751,7 @@ def train(
             config.to_dict(),
             recorded.get("backend", "hf"),
         )
-    run = build_run(config, model_name_or_path, out_dir, buyers, progress, resume, callbacks, transcripts, task)
+    run = build_run(config, model_name_or_path, out_dir, buyers, progress, resume, callbacks, transcripts, task=task)
     if run.validator is not None and run.resume_from is None:
         row = run.validator.run(run.trainer, 0)
         if progress and row:
@@ -795,10 +777,10 @@ __all__ = [
     "TrainingTask",
     "build_run",
     "Validator",
+    "append_game_records",
     "build_grpo_args",
-    "default_buyers",
     "episode_reward",
     "make_rollout_func",
-    "roundtrip_dialogue",
+    "prune_game_records",
     "train",
 ]

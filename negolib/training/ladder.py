@@ -407,7 +407,7 @@ def train_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = N
     (``sabotage``: a training twin, or ``"eval_initial"``/None for a normal run)."""
     from negolib.training.checkpoints import last_checkpoint
     from negolib.training.grpo import build_run
-    from negolib.training.paper_game import scenario_items
+    from negolib.training.paper_game import paper_task, scenario_items
 
     if sabotage is not None and sabotage not in SABOTAGES:
         raise ValueError(f"sabotage must be one of {SABOTAGES} or None, got {sabotage!r}")
@@ -418,7 +418,7 @@ def train_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = N
     config = rung_config(spec, seed)
     with _torch_threads(spec.threads):
         run = build_run(config, initial, out / "run", buyers={BUYER: AcceptingBuyer()}, progress=progress,
-                        resume=False)
+                        resume=False, task=paper_task(config))
         if sabotage in ("env_mask_zero", "shuffle_rewards"):
             _wrap_rollouts(run.trainer, sabotage, seed)
         elif sabotage == "lr_zero":

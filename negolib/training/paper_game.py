@@ -1,28 +1,31 @@
 """The paper's game as the shared GRPO trainer plays it [paper §3-4, App. H].
 
-Contract: :class:`PaperEpisode` is the paper's :class:`negolib.env.Episode` as a trainable episode and
+Contract: :func:`paper_task` is the paper's game as the trainer's :class:`~negolib.training.grpo.TrainingTask`
+(the policy sells against its scenario's buyer; scripted buyers by default; records in the checked transcript
+schema). :class:`PaperEpisode` is the paper's :class:`negolib.env.Episode` as a trainable episode and
 :func:`paper_episodes` its episode factory; :func:`scenario_items` the fixed training and validation scenario
 sets (each scenario's buyer drawn ONCE from the mixture, seeded by ``(data_seed, domain, seed)``: a data
-field, identical across arms, as the paper attaches it [§4]); :func:`build_dataset` TRL's dataset of them;
-:func:`env_config` the training environment (terms attached to an ACCEPT applied). The trainer's core
-(:mod:`negolib.training.rollout`, :mod:`negolib.training.data`) imports none of this: it is handed over.
+field, identical across arms, as the paper attaches it [§4]); :func:`env_config` the training environment
+(terms attached to an ACCEPT applied). The trainer's core
+(:mod:`negolib.training.grpo`, :mod:`negolib.training.rollout`, :mod:`negolib.training.data`) imports none of
+this: it is handed over.
 
 Training scenarios are ``train_seeds`` over the eight training domains (every shipped domain that is not held
-out: the used-car domain never appears in training). Rows carry ``prompt`` (the seller's first rendered chat
-messages: what TRL's ``prompt`` column expects, used by TRL for logging; the rollout re-renders the real first
-prompt from the episode, which for a buyer-opens run also holds the buyer's opening), and ``domain``,
-``seed``, ``buyer`` and ``scenario_id``, which the rollout uses to rebuild the episode.
+out: the used-car domain never appears in training). TRL's dataset rows are the task's
+(:meth:`~negolib.training.grpo.TrainingTask.dataset`): ``prompt`` (the seller's first chat messages, what TRL's
+``prompt`` column expects, used by TRL for logging; the rollout re-renders the real first prompt from the
+episode, which for a buyer-opens run also holds the buyer's opening) and the item's index.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from negolib.agents.base import AgentReply
+from negolib.agents.base import Agent, AgentReply
+from negolib.agents.scripted import STRATEGIES, make_scripted
 from negolib.domains import load_domains
 from negolib.env import EnvConfig, Episode
 from negolib.errors import ValidationError
@@ -30,7 +33,9 @@ from negolib.prompts import render_messages
 from negolib.scenarios import make_scenario, train_seeds, validation_seeds
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
+from negolib.training.grpo import TrainingTask
 from negolib.training.rollout import EpisodeFactory
+from negolib.training.runlog import append_records, prune_transcripts
 
 _TRAIN_STREAM, _VALIDATION_STREAM = 0, 1
 
@@ -113,39 +118,41 @@ def env_config(config: TrainConfig) -> EnvConfig:
                               accept_needs_offer=config.accept_needs_offer)
 
 
-def first_prompt_messages(item: ScenarioItem, env: EnvConfig, scaffold: str) -> list[dict[str, str]]:
-    """The seller's first chat messages for ``item`` (as the rollout renders them when the seller opens)."""
-    ep = Episode(item.scenario, env, item.scenario_id)
-    return render_messages(ep.view("seller"), scaffold)
+def default_buyers(config: TrainConfig) -> dict[str, Agent]:
+    """Scripted buyers for every mixture name that is a scripted strategy (seeded with ``config.seed``)."""
+    unknown = [n for n in config.buyer_mixture if n not in STRATEGIES]
+    if unknown:
+        raise KeyError(f"buyers {unknown} are not scripted strategies; pass agents for them in `buyers`")
+    return {n: make_scripted(n, seed=config.seed) for n in config.buyer_mixture}
 
 
-def to_rows(items: Sequence[ScenarioItem], env: EnvConfig, scaffold: str) -> list[dict[str, Any]]:
-    """Dataset rows: ``prompt`` (chat messages) plus the fields the rollout needs."""
-    return [
-        {
-            "prompt": first_prompt_messages(it, env, scaffold),
-            "domain": it.scenario.domain.name,
-            "seed": it.scenario.seed,
-            "buyer": it.buyer,
-            "scenario_id": it.scenario_id,
-        }
-        for it in items
-    ]
+def roundtrip_dialogue(item: ScenarioItem, config: TrainConfig, turns: int = 4) -> list[dict[str, str]]:
+    """A multi-turn seller chat (scripted play) for the tag round-trip check before training [App. J]."""
+    ep = Episode(item.scenario, env_config(config), "roundtrip")
+    agents = {"seller": make_scripted("linear"), "buyer": make_scripted("boulware")}
+    while not ep.done and len(ep.turns) < turns:
+        ep.step(agents[ep.to_move].act(ep.view()).text)
+    return render_messages(ep.view("seller"), "training")
 
 
-def build_dataset(config: TrainConfig, split: str = "train"):  # noqa: ANN201 (datasets imported lazily)
-    """The split as a ``datasets.Dataset`` with a conversational ``prompt`` column (what TRL expects)."""
-    from datasets import Dataset
+def paper_task(config: TrainConfig) -> TrainingTask:
+    """The paper's game as the trainer plays it under ``config``: the policy sells on :func:`scenario_items`
+    (train and validation) in the training environment (:func:`env_config`), rendered by
+    :func:`negolib.prompts.render_messages`; opponents default to :func:`default_buyers`; records are checked
+    against the transcript schema (:func:`negolib.training.runlog.append_records`)."""
+    train = tuple(scenario_items(config, "train"))
+    return TrainingTask(
+        episode_factory=paper_episodes(env_config(config)),
+        render=render_messages,
+        train_items=train,
+        validation_items=tuple(scenario_items(config, "validation")),
+        role="seller",
+        roundtrip=tuple(roundtrip_dialogue(train[0], config)),
+        default_opponents=lambda: default_buyers(config),
+        append_records=append_records,
+        prune_records=prune_transcripts,
+    )
 
-    rows = to_rows(scenario_items(config, split), env_config(config), config.scaffold)
-    return Dataset.from_list(rows)
 
-
-def item_from_row(row: Mapping[str, Any]) -> ScenarioItem:
-    """Rebuild the scenario of a dataset row (scenarios are a pure function of domain and seed)."""
-    domains = load_domains()
-    return ScenarioItem(make_scenario(domains[str(row["domain"])], int(row["seed"])), str(row["buyer"]))
-
-
-__all__ = ["PaperEpisode", "build_dataset", "draw_buyer", "env_config", "first_prompt_messages", "item_from_row",
-           "paper_episodes", "render_messages", "scenario_items", "to_rows", "training_domains"]
+__all__ = ["PaperEpisode", "default_buyers", "draw_buyer", "env_config", "paper_episodes", "paper_task",
+           "roundtrip_dialogue", "scenario_items", "training_domains"]

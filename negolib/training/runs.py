@@ -37,7 +37,7 @@ from negolib.models import resolve_model_path
 from negolib.params import AgentSpec, Params, opening_source, train_config, warmup_config
 from negolib.training.checkpoints import last_checkpoint
 from negolib.training.grpo import TrainResult, train
-from negolib.training.paper_game import env_config, scenario_items
+from negolib.training.paper_game import env_config, paper_task, scenario_items
 from negolib.training.warmup import run_format_warmup, warmup_dir, warmup_ready
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
         init = str(run_format_warmup(resolve_model_path(init), out, warm, scenario_items(config), buyers,
                                      env_config(config), dtype=config.resolved_dtype(cuda),
                                      device="cuda" if cuda else "cpu", progress=progress))
-    return train(config, init, out, buyers=buyers, progress=progress, resume=resume)
+    return train(config, init, out, buyers=buyers, progress=progress, resume=resume, task=paper_task(config))
 
 
 __all__ = ["arm_steps", "arm_weights", "base_arm", "build_agent", "build_agents", "checkpoint_dir",
