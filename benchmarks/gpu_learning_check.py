@@ -34,7 +34,7 @@ so a run stopped by its deadline keeps what finished) and a markdown snippet (``
     on the same ``--eval-seeds`` x ``--eval-domains`` x ``--eval-buyers`` paired episodes (default 64 x car x
     2 = 128 per arm: the book's LM-arm protocol at the paper's 64 seeds) on the evaluation scaffold with
     ``--eval-max-new-tokens``; the contrasts trained - start of S, deal rate and seller bad-parse rate with
-    the paired seed-cluster bootstrap (:func:`negolib.stats.paired_contrast`, ``--n-resamples``, seed
+    the paired seed-cluster bootstrap (:func:`negolib.paired.paired_contrast`, ``--n-resamples``, seed
     ``--seed``), and the relative weight change between the two checkpoints (0 would mean an arm served from
     the initial weights).
 
@@ -702,11 +702,12 @@ def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict
     from negolib.agents.scripted import make_scripted
     from negolib.env import EnvConfig
     from negolib.models import load_causal_lm
+    from negolib.paired import paired_contrast
     from negolib.prompts import render_messages
     from negolib.rollout import make_specs, run_episodes
     from negolib.sampling import SamplingConfig
     from negolib.scenarios import eval_seeds, scenario_set
-    from negolib.stats import ClusterResampler, paired_contrast
+    from negolib.stats import ClusterResampler
     from negolib.transcripts import episodes_frame
 
     device, dtype = _device_dtype()

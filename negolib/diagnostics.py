@@ -52,8 +52,9 @@ import pandas as pd
 from negolib.domains import Domain, Issue, get_domain, load_domains
 from negolib.env import opening_score
 from negolib.metrics import Metric, deal_only, get_metric, metric_value
+from negolib.paired import contrast_table, pair_episodes, paired_contrast
 from negolib.scenarios import Scenario, make_scenario
-from negolib.stats import ClusterResampler, contrast_table, pair_episodes, paired_contrast
+from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
 
 Record = Mapping[str, Any]

@@ -47,11 +47,12 @@ from negolib.errors import NegolibError, ValidationError
 from negolib.files import atomic_write_text
 from negolib.formatting import fmt_ci
 from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
+from negolib.paired import cluster_sums
 from negolib.params import BACKENDS as PROFILE_BACKENDS
 from negolib.params import load_yaml, spec_dict, to_dict
 from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
 from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
-from negolib.stats import ClusterResampler, RatioStat, cluster_sums, resample_stats, summarize
+from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.transcripts import (
     RunSettings,
     TranscriptStore,

@@ -218,7 +218,7 @@ print("exercise 1.1: correct")
 # e.g. a subclass of `TimeDependentAgent`, not the library's `HardHeadedAgent`) whose mean score S
 # beats Boulware's against the linear buyer. The check plays both on the same paired scenario set (24
 # evaluation seeds x 9 domains) and asks that the 95% interval of the paired seed-cluster bootstrap
-# (`negolib.stats.paired_contrast`) of your seller minus Boulware lies above 0. A good answer says
+# (`negolib.paired.paired_contrast`) of your seller minus Boulware lies above 0. A good answer says
 # why it wins (hint: what is any deal above the reservation value worth, in the last turn, compared
 # with no deal?).
 
@@ -246,9 +246,10 @@ ex2_seller = LastCallBoulware("last_call_boulware", e=0.2)
 from negolib.agents.base import Agent
 from negolib.agents.scripted import HardHeadedAgent, make_scripted
 from negolib.exercises import expect
+from negolib.paired import paired_contrast
 from negolib.rollout import make_specs, run_episodes
 from negolib.scenarios import eval_seeds, scenario_set
-from negolib.stats import ClusterResampler, paired_contrast
+from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
 
 ex2_seller = expect(globals(), "ex2_seller", exercise="1.2")

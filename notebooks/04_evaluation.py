@@ -192,7 +192,7 @@ if not log.empty:
 # `ex41_estimate`, `ex41_ci` (a pair) and `ex41_dist` (the 2,000 resampled contrasts). A good answer
 # resamples whole seeds (every episode of a drawn seed, in both arms at once: the pairing), weights
 # each seed by its episodes (S is a ratio of sums) and uses numpy's default (linear) quantile: it
-# then agrees with `negolib.stats.paired_contrast` to rounding.
+# then agrees with `negolib.paired.paired_contrast` to rounding.
 
 # %% tags=["exercise"]
 import numpy as np
@@ -233,7 +233,8 @@ print(f"trained - base: {ex41_estimate:+.4f}, 95% CI [{ex41_ci[0]:+.4f}, {ex41_c
 import numpy as np
 
 from negolib.exercises import expect
-from negolib.stats import ClusterResampler, paired_contrast
+from negolib.paired import paired_contrast
+from negolib.stats import ClusterResampler
 
 ex41_estimate, ex41_ci, ex41_dist = expect(globals(), "ex41_estimate", "ex41_ci", "ex41_dist", exercise="4.1")
 ex41_c = paired_contrast(ex41_df, "trained", "base", "score", ClusterResampler.from_frame(ex41_df, 2000, seed=0))

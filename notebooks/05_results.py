@@ -231,7 +231,7 @@ print("exercise 5.1: correct")
 # the sorted seeds, both gains on each resample: `ex52_estimate`, `ex52_ci` (a pair). Then the
 # interval you would get by treating the two gains as independent, `ex52_naive_ci`: the estimate
 # plus or minus 1.96 times the square root of the sum of the two gains' bootstrap variances. A good
-# answer matches `negolib.stats.contrast_difference` of the two `paired_contrast`s (one
+# answer matches `negolib.paired.contrast_difference` of the two `paired_contrast`s (one
 # `ClusterResampler` shared), notes that only one of the two intervals excludes zero, and explains why
 # the naive interval is wider here (what do the two gains share on a seed?).
 
@@ -282,7 +282,8 @@ print(f"gain difference {ex52_estimate:+.4f}, 95% CI [{ex52_ci[0]:+.4f}, {ex52_c
 import numpy as np
 
 from negolib.exercises import expect
-from negolib.stats import ClusterResampler, contrast_difference, paired_contrast
+from negolib.paired import contrast_difference, paired_contrast
+from negolib.stats import ClusterResampler
 
 ex52_estimate, ex52_ci, ex52_naive_ci = expect(globals(), "ex52_estimate", "ex52_ci", "ex52_naive_ci",
                                                exercise="5.2")

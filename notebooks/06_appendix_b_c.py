@@ -214,7 +214,7 @@ print("exercise 6.1: correct")
 # %% [markdown]
 # ### Exercise 6.2: the held-out panel, and how many seeds it needs
 # Below, a synthetic table of two arms on 16 evaluation seeds x 9 domains (one buyer); `car` is the
-# held-out domain. With `negolib.stats.paired_contrast` (2,000 seed-cluster resamples, seed 0) compute
+# held-out domain. With `negolib.paired.paired_contrast` (2,000 seed-cluster resamples, seed 0) compute
 # the gain trained - base pooled over every domain and on the held-out domain alone:
 # `ex62_pooled_ci` and `ex62_held_ci` (pairs), and `ex62_held_estimate`. Say whether App. C's
 # prespecified extension would fire, `ex62_trigger` (a bool: the held-out interval straddles zero).
@@ -245,7 +245,8 @@ ex62_df.head()
 # Exercise 6.2: pooled and held-out paired gains, the extension trigger, and the seeds a +-0.03 panel needs.
 import math
 
-from negolib.stats import ClusterResampler, paired_contrast
+from negolib.paired import paired_contrast
+from negolib.stats import ClusterResampler
 
 ex62_res = ClusterResampler.from_frame(ex62_df, 2000, seed=0)
 ex62_pooled = paired_contrast(ex62_df, "trained", "base", "score", ex62_res)
@@ -264,7 +265,8 @@ print(f"pooled {ex62_pooled.estimate:+.4f} [{ex62_pooled.ci_low:+.4f}, {ex62_poo
 import math
 
 from negolib.exercises import expect
-from negolib.stats import ClusterResampler, paired_contrast
+from negolib.paired import paired_contrast
+from negolib.stats import ClusterResampler
 
 ex62_pooled_ci, ex62_held_ci, ex62_held_estimate, ex62_trigger, ex62_seeds_needed = expect(
     globals(), "ex62_pooled_ci", "ex62_held_ci", "ex62_held_estimate", "ex62_trigger", "ex62_seeds_needed",

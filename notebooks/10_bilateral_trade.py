@@ -402,7 +402,7 @@ print("exercise 10.1: correct")
 # Write a seller `ex102_seller` (a `negolib.games.bilateral.scripted.ScriptedBargainer`, e.g. a subclass
 # of `TimeDependentAgent`) whose mean surplus share (the game's payoff: 0 without a deal) beats
 # Boulware's against the linear buyer. The check plays both on the same 200 scenarios of the $1k tier
-# and asks that the 95% interval of the paired seed-cluster bootstrap (`negolib.stats.paired_contrast`)
+# and asks that the 95% interval of the paired seed-cluster bootstrap (`negolib.paired.paired_contrast`)
 # of your seller minus Boulware lies above 0. A good answer says what the seller learns from the
 # buyer's offers and why its last offer is still accepted.
 
@@ -435,7 +435,8 @@ from negolib.exercises import expect
 from negolib.games import get_game
 from negolib.games.bilateral.scenarios import eval_seeds, scenario_set
 from negolib.games.bilateral.scripted import ScriptedBargainer, make_scripted
-from negolib.stats import ClusterResampler, paired_contrast
+from negolib.paired import paired_contrast
+from negolib.stats import ClusterResampler
 
 ex102_seller = expect(globals(), "ex102_seller", exercise="10.2")
 assert isinstance(ex102_seller, ScriptedBargainer), \

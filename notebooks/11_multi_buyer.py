@@ -433,7 +433,7 @@ print("exercise 11.1: correct")
 # above its bid and comes down to it by the last turn. Its mean normalised surplus against the
 # scripted buyer pool must beat greedy's: the check plays both on the same 100 scenarios of the
 # `base` market and asks that the 95% interval of the paired seed-cluster bootstrap
-# (`negolib.stats.paired_contrast`) of yours minus greedy lies above 0. A good answer says what the
+# (`negolib.paired.paired_contrast`) of yours minus greedy lies above 0. A good answer says what the
 # probing turns cost and why they pay here (how many seller turns are there for four buyers?).
 
 # %% tags=["solution"]
@@ -464,7 +464,8 @@ from negolib.exercises import expect
 from negolib.games import get_game
 from negolib.games.multi_buyer.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_buyer.sellers import SELLERS, ScriptedSeller, make_seller
-from negolib.stats import ClusterResampler, paired_contrast
+from negolib.paired import paired_contrast
+from negolib.stats import ClusterResampler
 
 ex112_seller = expect(globals(), "ex112_seller", exercise="11.2")
 assert isinstance(ex112_seller, ScriptedSeller) and type(ex112_seller) not in set(SELLERS.values()), \

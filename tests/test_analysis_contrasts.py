@@ -1,5 +1,5 @@
 """Paired contrasts of an analysis: numeric frames, the Holm family once over every seed group, and the
-same numbers (and, with the report's display columns, the same table) as negolib.stats.contrast_table."""
+same numbers (and, with the report's display columns, the same table) as negolib.paired.contrast_table."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from negolib.analysis.contrasts import (
     trained_pairs,
 )
 from negolib.analysis.resamplers import Analysis
+from negolib.paired import contrast_table
 from negolib.report.cells import contrast_data
-from negolib.stats import contrast_table
 
 
 def test_design_contrasts_mark_the_primary_family():
@@ -36,7 +36,7 @@ def test_contrast_frames_are_numeric():
 
 def test_with_its_display_columns_a_contrast_frame_is_stats_contrast_table():
     """What the book saves as ``*_data.csv`` (the report's display columns put back) is, column for column,
-    the table negolib.stats.contrast_table builds on the same resamples (exploratory and primary)."""
+    the table negolib.paired.contrast_table builds on the same resamples (exploratory and primary)."""
     p, _, an, _ = paper_setup()
     pairs = design_pairs(p)[:6]
     primary = [pairs[0], pairs[2]]

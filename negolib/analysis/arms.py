@@ -15,8 +15,8 @@ import pandas as pd
 from negolib.analysis.contrasts import design_contrasts
 from negolib.analysis.resamplers import Analysis
 from negolib.metrics import arm_table, buyer_split
+from negolib.paired import arm_estimate
 from negolib.params import Params
-from negolib.stats import arm_estimate
 
 ESTIMATE_COLUMNS = ["arm", "metric", "estimate", "ci_low", "ci_high", "n_episodes", "n_clusters"]
 TABLE4_METRICS = ("score", "score_held_out", "deal_rate", "mean_turns", "bad_parse_rate")

@@ -16,14 +16,15 @@ import pandas as pd
 
 from negolib.analysis.resamplers import Analysis
 from negolib.domains import load_domains
+from negolib.paired import contrast_table
 from negolib.params import Params
-from negolib.stats import contrast_table, holm
+from negolib.stats import holm
 
 ROLES = ("base", "shared_early", "shared", "lr3", "lr10")
 """The recipe roles of a size group of the design (``design.sizes``), in table order."""
 
 DISPLAY_COLUMNS = ("mark", "ci")
-"""Formatted columns :func:`negolib.stats.contrast_table` adds, left out of the analysis frames."""
+"""Formatted columns :func:`negolib.paired.contrast_table` adds, left out of the analysis frames."""
 
 CONTRAST_COLUMNS = ["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "primary",
                     "significant"]

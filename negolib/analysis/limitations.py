@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from negolib.analysis.resamplers import Analysis
+from negolib.paired import arm_estimate
 from negolib.params import AgentSpec, Params
-from negolib.stats import arm_estimate
 from negolib.training.config import TrainConfig
 from negolib.training.flops import PAPER_SIZES
 

@@ -2,7 +2,7 @@
 
 Each quantity (:class:`Quoted`) is a paired contrast of S, ``arm_a - arm_b`` (:class:`Term`), or a difference of
 two paired contrasts on shared resamples, ``(arm_a - arm_b) - (arm_c - arm_d)``
-(:func:`negolib.stats.contrast_difference`, e.g. the gain difference between two sizes). Arms are named by their
+(:func:`negolib.paired.contrast_difference`, e.g. the gain difference between two sizes). Arms are named by their
 place in the profile's design, never by name: ``<size>.<role>`` where ``<size>`` is a size group's ``paper`` key
 (``E2B``, ``E4B``, ``12B``, ``31B``) and ``<role>`` one of ``base``, ``shared_early``, ``shared``, ``lr3``,
 ``lr10`` or ``lr3_other`` (the other read of the 3x-LR run among the group's ``extra`` arms, e.g. 4.5B 3x at step
@@ -27,8 +27,9 @@ import pandas as pd
 from negolib.analysis.resamplers import Analysis
 from negolib.domains import load_domains
 from negolib.metrics import get_metric
+from negolib.paired import ContrastSpec, contrast_difference, run_contrasts
 from negolib.params import Params
-from negolib.stats import ContrastSpec, contrast_difference, run_contrasts, summarize
+from negolib.stats import summarize
 
 PAPER_SIZES = ("E2B", "E4B", "12B", "31B")
 DOMAIN_SETS = ("all", "training", "held_out")

@@ -29,8 +29,8 @@ from negolib.diagnostics import decomposition_columns
 from negolib.domains import load_domains
 from negolib.env import EnvConfig
 from negolib.metrics import Metric, deal_only, get_metric
+from negolib.paired import ContrastSpec, arm_estimate, contrast_difference, run_contrasts
 from negolib.params import Params
-from negolib.stats import ContrastSpec, arm_estimate, contrast_difference, run_contrasts
 
 CONVERGE_FROM_TURN = EnvConfig().converge_from_turn
 """The turn from which each party's prompt says to converge (16): a deal closed at or after it is a late close."""

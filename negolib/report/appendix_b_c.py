@@ -13,6 +13,7 @@ import pandas as pd
 
 from negolib.analysis.contrasts import extension_fires
 from negolib.formatting import DASH, fmt_ci
+from negolib.paired import estimate_lookup
 from negolib.paper import PaperReported
 from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper
@@ -27,7 +28,6 @@ from negolib.report.cells import (
     paper_ref,
 )
 from negolib.report.figures import PAPER_SIZES, pyplot
-from negolib.stats import estimate_lookup
 from negolib.training.runs import arm_steps
 
 if TYPE_CHECKING:

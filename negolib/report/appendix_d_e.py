@@ -12,11 +12,11 @@ from typing import Any
 import pandas as pd
 
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
+from negolib.paired import estimate_lookup
 from negolib.paper import PaperReported
 from negolib.params import Params, SizeGroup
 from negolib.report.booktable import BookTable, fmt_paper, simple_table
 from negolib.report.cells import arm_label, estimate_cell, frame, paper_ref
-from negolib.stats import estimate_lookup
 
 GUARD_NOTES = {"seller_bad_parse_rate": "over the seller's own turns",
                "invalid_accept_rate": "ACCEPTs with no buyer COUNTER to accept, over the seller's own turns",

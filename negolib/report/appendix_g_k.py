@@ -11,12 +11,12 @@ from typing import Any
 import pandas as pd
 
 from negolib.formatting import DASH, fmt_num
+from negolib.paired import estimate_lookup
 from negolib.paper import PaperReported
 from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper, simple_table
 from negolib.report.cells import arm_label, estimate_cell, fmt_count, frame, paper_ref
 from negolib.report.results import table2
-from negolib.stats import estimate_lookup
 
 
 def table7(est: pd.DataFrame, serving: Mapping[str, Mapping[str, Any]], params: Params,

@@ -19,12 +19,12 @@ from negolib.analysis.beyond import fixed_opening_pairs, own_opening_pairs, vari
 from negolib.domains import get_domain
 from negolib.efficiency import ScenarioOracle
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
+from negolib.paired import estimate_lookup
 from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper
 from negolib.report.cells import arm_label, contrast_cell, estimate_cell, frame, marked_lookup
 from negolib.report.figures import pyplot
 from negolib.scenarios import make_scenario
-from negolib.stats import estimate_lookup
 from negolib.utility import both_utilities
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ import pandas as pd
 from negolib.analysis.decomposition import DECOMP_NAMES
 from negolib.diagnostics import DECOMPOSITION_METRICS, HASH_FIELD
 from negolib.formatting import DASH, fmt_ci, fmt_num, is_number
+from negolib.paired import contrast_lookup
 from negolib.params import Params
-from negolib.stats import contrast_lookup
 
 ROLE_LABELS = {"base": "base", "shared_early": "shared LR (early)", "shared": "shared LR",
                "lr3": "3× LR", "lr10": "10× LR"}

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
+from negolib.paired import estimate_lookup
 from negolib.paper import PaperReported
 from negolib.params import Params, SizeGroup
 from negolib.report.booktable import BookTable, fmt_paper, simple_table
@@ -27,7 +28,6 @@ from negolib.report.cells import (
     paper_ref,
 )
 from negolib.report.figures import PAPER_SIZES, ROLE_STYLE, pyplot
-from negolib.stats import estimate_lookup
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
