@@ -43,7 +43,6 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from negolib.agents.scripted import make_scripted  # noqa: E402
 from negolib.analysis.arms import TABLE3_METRICS, TABLE4_METRICS, TABLE5_METRICS, Results, arm_estimates  # noqa: E402
 from negolib.analysis.contrasts import design_contrasts, held_out_contrasts, run_pairs, trained_pairs  # noqa: E402
 from negolib.analysis.cost import cost_by_arm  # noqa: E402
@@ -54,12 +53,13 @@ from negolib.analysis.training import training_summary  # noqa: E402
 from negolib.book import Book, open_book  # noqa: E402
 from negolib.cost import cost_frame  # noqa: E402
 from negolib.diagnostics import openings_table, sample_transcripts, style_table  # noqa: E402
-from negolib.domains import load_domains  # noqa: E402
 from negolib.efficiency import efficiency_frame, per_arm_efficiency  # noqa: E402
-from negolib.env import EnvConfig  # noqa: E402
-from negolib.metrics import buyer_split  # noqa: E402
-from negolib.rollout import make_specs, run_episodes  # noqa: E402
-from negolib.scenarios import eval_seeds, scenario_set  # noqa: E402
+from negolib.games.multi_issue.domains import load_domains  # noqa: E402
+from negolib.games.multi_issue.env import EnvConfig  # noqa: E402
+from negolib.games.multi_issue.metrics import buyer_split  # noqa: E402
+from negolib.games.multi_issue.rollout import make_specs, run_episodes  # noqa: E402
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set  # noqa: E402
+from negolib.games.multi_issue.scripted import make_scripted  # noqa: E402
 from negolib.transcripts import TranscriptStore, episodes_frame  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from negolib.agents.scripted import make_scripted
-from negolib.rollout import make_specs, play_one, run_episodes
-from negolib.scenarios import evaluation_set
+from negolib.games.multi_issue.rollout import make_specs, play_one, run_episodes
+from negolib.games.multi_issue.scenarios import evaluation_set
+from negolib.games.multi_issue.scripted import make_scripted
 
 
 def _timed(fn) -> tuple[float, float, object]:

@@ -1,7 +1,7 @@
 """Benchmark: the learning ladder's negotiation rung (issue 14 item 1). Does GRPO make SmolLM2 negotiate better?
 
 SmolLM2-135M-Instruct (the packaged model) first gets the project's format warm-up
-(:func:`negolib.training.warmup.run_format_warmup`: scripted sellers' turns against the book's training buyers,
+(:func:`negolib.games.multi_issue.warmup.run_format_warmup`: scripted sellers' turns against the book's training buyers,
 Conceder 80% / Boulware 20%, lr 2e-4, batch 4), cached under ``--work-dir`` so a rerun skips it. The warmed-up
 model is then trained with the project's GRPO path (:func:`negolib.training.grpo.build_run`: TRL's
 ``GRPOTrainer``, the multi-turn ``rollout_func``, ``env_mask``, leave-one-out advantages, the k3 KL term
@@ -133,10 +133,10 @@ def initial_model(s: Setting, work: Path) -> str:
 def warmed_up_model(s: Setting, init: str, work: Path, progress: bool) -> tuple[str, bool]:
     """(folder of the warmed-up model, whether it came from the cache). The warm-up's settings and initial
     model name its folder, so a rerun with the same settings skips it."""
-    from negolib.agents.scripted import make_scripted
+    from negolib.games.multi_issue.scripted import make_scripted
+    from negolib.games.multi_issue.training import env_config, scenario_items
+    from negolib.games.multi_issue.warmup import WarmupConfig, run_format_warmup, warmup_ready
     from negolib.training.config import TrainConfig
-    from negolib.training.paper_game import env_config, scenario_items
-    from negolib.training.warmup import WarmupConfig, run_format_warmup, warmup_ready
 
     config = WarmupConfig(demonstrations=s.warmup_demos, learning_rate=s.warmup_lr, batch_size=s.warmup_batch,
                           scaffolds=("training",), prompt_cap=s.warmup_prompt_cap, seed=s.seed)
@@ -173,10 +173,10 @@ def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[
     """GRPO from ``start`` through :func:`~negolib.training.grpo.build_run`; (final checkpoint, step log)."""
     import shutil
 
+    from negolib.games.multi_issue.training import paper_task
     from negolib.training.checkpoints import last_checkpoint
     from negolib.training.grpo import build_run
     from negolib.training.ladder import BUYER, AcceptingBuyer
-    from negolib.training.paper_game import paper_task
 
     shutil.rmtree(out, ignore_errors=True)
     config = train_config(s)
@@ -192,9 +192,9 @@ def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[
 def eval_scenarios(s: Setting) -> list[Any]:
     """One scenario per reserved evaluation seed (clusters = seeds): of the rung's domain, or of the training
     domains in rotation when ``s.domain`` is empty."""
-    from negolib.domains import load_domains
-    from negolib.scenarios import eval_seeds, make_scenario
-    from negolib.training.paper_game import training_domains
+    from negolib.games.multi_issue.domains import load_domains
+    from negolib.games.multi_issue.scenarios import eval_seeds, make_scenario
+    from negolib.games.multi_issue.training import training_domains
 
     doms = load_domains()
     names = [s.domain] if s.domain else training_domains(None)
@@ -206,10 +206,10 @@ def evaluate(weights: str, s: Setting, scenarios: list[Any], seed: int) -> list[
     scenario against the accepting buyer. Both arms play under one arm label and ``seed``, so they draw the
     same random numbers."""
     from negolib.agents.factory import ModelCache, build_agent
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.training import env_config
     from negolib.params import AgentSpec, Sampling
-    from negolib.rollout import make_specs, run_episodes
     from negolib.training.ladder import BUYER, AcceptingBuyer
-    from negolib.training.paper_game import env_config
 
     arm = "bench_seller"
     c = train_config(s)

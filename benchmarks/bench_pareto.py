@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from negolib.domains import get_domain
 from negolib.efficiency import Frontier, ScenarioOracle, issue_sets, pareto_frontier
-from negolib.scenarios import Scenario, evaluation_set, make_scenario
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.scenarios import Scenario, evaluation_set, make_scenario
 
 
 def grid_per_issue(scenario: Scenario, n_grid: int) -> list[np.ndarray]:

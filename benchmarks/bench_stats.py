@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from negolib.metrics import ARM_TABLE_METRICS, METRICS, buyer_split, synthetic_episodes
+from negolib.games.multi_issue.metrics import ARM_TABLE_METRICS, METRICS, buyer_split, synthetic_episodes
 from negolib.paired import cluster_sums, contrast_table, pair_episodes
 from negolib.stats import ClusterResampler
 

@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from negolib.agents.scripted import make_scripted
-from negolib.rollout import make_specs, run_episodes
-from negolib.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.transcripts import TranscriptStore
 
 

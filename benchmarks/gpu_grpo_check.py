@@ -165,7 +165,7 @@ def stalling_buyers(mixture: dict[str, float]) -> dict[str, Any]:
     """The scripted training buyers, except that an ACCEPT becomes a stalling reply: against a random
     policy every episode then runs to the round cap (12 rounds = the SPEC's ~12 seller turns/episode)."""
     from negolib.agents.base import Agent, AgentReply
-    from negolib.agents.scripted import make_scripted
+    from negolib.games.multi_issue.scripted import make_scripted
 
     class Stalling(Agent):
         def __init__(self, inner: Agent) -> None:
@@ -221,8 +221,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
+    from negolib.games.multi_issue.training import paper_task
     from negolib.training.grpo import train
-    from negolib.training.paper_game import paper_task
 
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run with --dry-run on a CPU machine")

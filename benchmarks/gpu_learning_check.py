@@ -16,7 +16,7 @@ so a run stopped by its deadline keeps what finished) and a markdown snippet (``
     static cache (transformers compiles its forward on CUDA). Reported per path: generated tokens/s (timed
     call only), its setup seconds (paged: manager, cache and CUDA-graph warm-up) and the speed-up over plain.
 ``warmup``
-    The project's format warm-up (:mod:`negolib.training.warmup`, ``--warmup-demos`` scripted-seller turns):
+    The project's format warm-up (:mod:`negolib.games.multi_issue.warmup`, ``--warmup-demos`` scripted-seller turns):
     the policy GRPO starts from, as in the book. ``--warmup-demos 0`` starts from the packaged model itself.
 ``training``
     GRPO through the project's path (:func:`negolib.training.grpo.build_run`: TRL ``GRPOTrainer``, the
@@ -406,9 +406,9 @@ def ab_prompts(tok: Any, args: argparse.Namespace) -> list[list[int]]:
     """The first seller prompts of ``args.scenarios`` training scenarios spread over the domains, each
     repeated ``args.rollouts`` times (one GRPO generation batch)."""
     from negolib.agents.hf_agent import fit_prompt
-    from negolib.env import Episode
-    from negolib.prompts import render_messages
-    from negolib.training.paper_game import env_config, scenario_items
+    from negolib.games.multi_issue.env import Episode
+    from negolib.games.multi_issue.prompts import render_messages
+    from negolib.games.multi_issue.training import env_config, scenario_items
 
     cfg = train_config(args)
     items = scenario_items(cfg, "train")
@@ -506,8 +506,8 @@ def _free() -> None:
 
 def phase_warmup(args: argparse.Namespace, model_path: str, work: Path) -> dict[str, Any]:
     """The project's format warm-up; returns the starting policy's folder and the warm-up's log."""
-    from negolib.training.paper_game import default_buyers, scenario_items
-    from negolib.training.warmup import WarmupConfig, run_format_warmup
+    from negolib.games.multi_issue.training import default_buyers, scenario_items
+    from negolib.games.multi_issue.warmup import WarmupConfig, run_format_warmup
 
     if args.warmup_demos <= 0:
         return {"start": model_path, "skipped": True}
@@ -543,7 +543,7 @@ def _eval_buyers(args: argparse.Namespace) -> list[str]:
 
 
 def _eval_domain_count(args: argparse.Namespace) -> int:
-    from negolib.domains import load_domains
+    from negolib.games.multi_issue.domains import load_domains
 
     d = _eval_domains(args)
     return len(load_domains()) if d is None else len(d)
@@ -555,9 +555,9 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
     import torch
     from transformers import TrainerCallback
 
+    from negolib.games.multi_issue.training import paper_task
     from negolib.sampling import SamplingConfig
     from negolib.training.grpo import build_run
-    from negolib.training.paper_game import paper_task
     from negolib.training.rollout import HFAgentGenerator
 
     cfg = train_config(args)
@@ -699,14 +699,14 @@ def _weight_change(a: str, b: str) -> float | None:
 
 def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict[str, Any]:
     """Both arms on the same paired episodes; per-arm means and the trained - start contrasts."""
-    from negolib.agents.scripted import make_scripted
-    from negolib.env import EnvConfig
+    from negolib.games.multi_issue.env import EnvConfig
+    from negolib.games.multi_issue.prompts import render_messages
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.models import load_causal_lm
     from negolib.paired import paired_contrast
-    from negolib.prompts import render_messages
-    from negolib.rollout import make_specs, run_episodes
     from negolib.sampling import SamplingConfig
-    from negolib.scenarios import eval_seeds, scenario_set
     from negolib.stats import ClusterResampler
     from negolib.transcripts import episodes_frame
 
@@ -752,7 +752,7 @@ def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict
         contrasts[metric] = {"estimate": c.estimate, "ci_low": c.ci_low, "ci_high": c.ci_high,
                              "excludes_zero": c.excludes_zero, "n_episodes": c.n_episodes,
                              "n_clusters": c.n_clusters, "n_dropped": c.n_dropped, "p_value": c.p_value}
-    from negolib.metrics import get_metric, metric_value
+    from negolib.games.multi_issue.metrics import get_metric, metric_value
 
     for arm in arms:
         sub = df[df["arm"] == arm]

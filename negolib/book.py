@@ -221,7 +221,7 @@ class Book:
 
     def warmup(self, run: str, seed: int | None = None) -> tuple[dict[str, Any], Any, Any]:
         """A run's format warm-up: (summary, per-step log, demonstrations) with empty ones if the run
-        has no warm-up (see :mod:`negolib.training.warmup`)."""
+        has no warm-up (see :mod:`negolib.games.multi_issue.warmup`)."""
         import pandas as pd
 
         root = self.training_dir(run, seed) / "warmup"

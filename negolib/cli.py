@@ -34,7 +34,7 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_domains(args: argparse.Namespace) -> int:
-    from negolib.domains import load_domains
+    from negolib.games.multi_issue.domains import load_domains
 
     for d in load_domains().values():
         tag = " (held out)" if d.held_out else ""
@@ -57,7 +57,7 @@ def summary_table(df):  # type: ignore[no-untyped-def]
     """Per (arm, buyer) and pooled per arm: S, deal rate, deal-only U~, welfare, turns, bad parses."""
     import pandas as pd
 
-    from negolib.metrics import arm_table
+    from negolib.games.multi_issue.metrics import arm_table
 
     pooled = arm_table(df, SUMMARY_METRICS).assign(buyer="(all)")
     per_buyer = [arm_table(sub, SUMMARY_METRICS).assign(buyer=b) for b, sub in df.groupby("buyer")]
@@ -74,10 +74,10 @@ def _print_summary(df) -> None:  # type: ignore[no-untyped-def]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from negolib.agents.scripted import make_scripted
-    from negolib.env import EnvConfig
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.env import EnvConfig
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.transcripts import RunSettings, TranscriptStore, episode_settings
 
     sellers, buyers = _csv(args.sellers), _csv(args.buyers)

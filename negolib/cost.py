@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from negolib.games.multi_issue.scenarios import ROLES, Role
 from negolib.params import Price
-from negolib.scenarios import ROLES, Role
 
 PAPER_FRONTIER_EPISODE_USD = 0.069
 """USD per frontier-seller episode, both sides billed at list prices [paper App. G]."""
@@ -192,7 +192,7 @@ def dry_run(specs: Sequence[Any], models: Mapping[str, str | None], prices: Pric
             done: Collection[tuple[str, str, int, str]] = (), echo: bool = True) -> DryRunEstimate:
     """Estimate the calls, tokens and USD of playing ``specs`` before any API call is made.
 
-    ``specs`` are :class:`negolib.rollout.EpisodeSpec`; ``models`` maps agent names to priced model
+    ``specs`` are :class:`negolib.games.multi_issue.rollout.EpisodeSpec`; ``models`` maps agent names to priced model
     ids (absent or ``None``: unbilled). Keys in ``done`` (``TranscriptStore.completed_keys()``)
     are skipped, as a resumed run skips them. Prints the estimate unless ``echo`` is false.
     """

@@ -1,12 +1,12 @@
 """Diagnostics of the sellers' play [paper Table 2, Table 6, Table 9, App. E; SPEC 9].
 
-Everything here is computed from transcript records (:meth:`negolib.env.Episode.record`) or the
+Everything here is computed from transcript records (:meth:`negolib.games.multi_issue.env.Episode.record`) or the
 episode table (:func:`negolib.transcripts.episodes_frame`) and returns tidy DataFrames.
 
 Openings. The seller's *opening* is its first turn. It *opens with terms* when that turn's parsed
 COUNTER names at least one schema term with a usable value (off-schema names and invalid values
 do not count). The opening score is the seller's U~ of the ledger right after that turn, as if
-the buyer accepted it as it stands (:func:`negolib.env.opening_score`, the scenario rebuilt from
+the buyer accepted it as it stands (:func:`negolib.games.multi_issue.env.opening_score`, the scenario rebuilt from
 (domain, seed)).
 
 Decomposition. Normalized utility splits exactly by term, U~ = sum_k w_k (phi_k + 1) / 2, so on a
@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from negolib.domains import Domain, Issue, get_domain, load_domains
-from negolib.env import opening_score
-from negolib.metrics import Metric, deal_only, get_metric, metric_value
+from negolib.games.multi_issue.domains import Domain, Issue, get_domain, load_domains
+from negolib.games.multi_issue.env import opening_score
+from negolib.games.multi_issue.metrics import Metric, deal_only, get_metric, metric_value
+from negolib.games.multi_issue.scenarios import Scenario, make_scenario
 from negolib.paired import contrast_table, pair_episodes, paired_contrast
-from negolib.scenarios import Scenario, make_scenario
 from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
 
@@ -609,7 +609,7 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
       ``d_deal_utility``);
     * flat parse-failure rate: the seller's bad-parse rate rises by at most ``parse_margin``;
     * accepts only offers **(ours)**: the seller's invalid-accept rate (ACCEPTs with no buyer
-      COUNTER to accept, see :mod:`negolib.env`) rises by at most ``parse_margin``: a trained seller
+      COUNTER to accept, see :mod:`negolib.games.multi_issue.env`) rises by at most ``parse_margin``: a trained seller
       that learned to try closing on its own terms fails it;
     * mean turns below the cap: the arm's mean turns is below ``cap_turns`` (``limit``; the share of
       episodes at the cap is ``share_at_cap``);

@@ -56,10 +56,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from negolib.domains import get_domain
-from negolib.scenarios import Scenario, make_scenario
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.scenarios import Scenario, make_scenario
+from negolib.games.multi_issue.utility import both_utilities
 from negolib.transcripts import episodes_frame
-from negolib.utility import both_utilities
 
 EPS = 1e-12
 PARETO_TOL = 1e-6
@@ -661,7 +661,7 @@ def efficiency_frame(data: pd.DataFrame | Iterable[dict[str, Any]],
     :data:`EFFICIENCY_COLUMNS` and the Nash/Kalai points; NaN (NA for ``pareto_optimal``) on
     no-deals, except ``max_welfare``, a property of the scenario, filled on every row. Oracles are
     cached per (domain, seed, disagreement) in ``cache`` (a fresh dict by default); scenarios are
-    rebuilt with :func:`negolib.scenarios.make_scenario` from the domains of ``domains_dir``
+    rebuilt with :func:`negolib.games.multi_issue.scenarios.make_scenario` from the domains of ``domains_dir``
     (default: the shipped ones).
     """
     df = data.copy() if isinstance(data, pd.DataFrame) else episodes_frame(data)

@@ -41,17 +41,17 @@ import pandas as pd
 import yaml
 
 from negolib.agents.base import Agent
-from negolib.domains import load_domains
-from negolib.env import EnvConfig
 from negolib.errors import NegolibError, ValidationError
 from negolib.files import atomic_write_text
 from negolib.formatting import fmt_ci
-from negolib.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
+from negolib.games.multi_issue.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
 from negolib.paired import cluster_sums
 from negolib.params import BACKENDS as PROFILE_BACKENDS
 from negolib.params import load_yaml, spec_dict, to_dict
-from negolib.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
-from negolib.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.transcripts import (
     RunSettings,
@@ -947,7 +947,7 @@ def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
                       buyers: Sequence[str] | None = None, arms: Sequence[str] | None = None) -> pd.DataFrame:
     """Tidy per-arm metrics with seed-cluster percentile intervals: one row per (arm, metric).
 
-    Default metrics are :data:`negolib.metrics.ARM_TABLE_METRICS` plus the buyer split when the
+    Default metrics are :data:`negolib.games.multi_issue.metrics.ARM_TABLE_METRICS` plus the buyer split when the
     table has exactly two buyers (or ``buyers=(A, B)``: S vs A minus S vs B). All intervals share
     ``resampler``'s resamples (one matrix product per batch). A ``protocol_hash`` in
     ``df.attrs`` is carried as a column.

@@ -1,12 +1,12 @@
 """Paired contrasts of arms over the paper's episode tables [paper §4 "Paired evaluation"; SPEC 8].
 
 Contract: :func:`paired_contrast` / :func:`contrast_table` pair two arms' episodes on (domain, seed, buyer), reduce
-each seed cluster to the sums of a metric's ratio terms (:mod:`negolib.metrics`: a metric is a signed sum of
-ratios ``sum(num) / sum(den)``) and resample clusters with one shared :class:`~negolib.stats.ClusterResampler`;
-:func:`arm_estimate` is one arm's metric with its interval. :func:`refine_near_zero` (on by default in
-:func:`contrast_table`) re-runs, at 10^5 resamples with the same seed, every contrast whose endpoint lies within
-3 Monte Carlo SEs of 0. The bootstrap itself (intervals, p-values, Holm, the minimum detectable effect) is
-:mod:`negolib.stats`, which imports no game.
+each seed cluster to the sums of a metric's ratio terms (:mod:`negolib.games.multi_issue.metrics`: a metric is a
+signed sum of ratios ``sum(num) / sum(den)``) and resample clusters with one shared
+:class:`~negolib.stats.ClusterResampler`; :func:`arm_estimate` is one arm's metric with its interval.
+:func:`refine_near_zero` (on by default in :func:`contrast_table`) re-runs, at 10^5 resamples with the same
+seed, every contrast whose endpoint lies within 3 Monte Carlo SEs of 0. The bootstrap itself (intervals,
+p-values, Holm, the minimum detectable effect) is :mod:`negolib.stats`, which imports no game.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from negolib.formatting import fmt_ci
-from negolib.metrics import Metric, episode_columns, get_metric
+from negolib.games.multi_issue.metrics import Metric, episode_columns, get_metric
 from negolib.stats import (
     ClusterResampler,
     Interval,
@@ -60,7 +60,7 @@ class EpisodeIndex:
 
     Scenario keys become int64 codes ordered by (seed, domain, buyer); metric columns are evaluated
     once on the whole table and cached, which requires a metric's ``num``/``den``/``restrict`` to
-    act row by row (every metric of :mod:`negolib.metrics` does).
+    act row by row (every metric of :mod:`negolib.games.multi_issue.metrics` does).
     """
 
     def __init__(self, df: pd.DataFrame) -> None:

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from negolib.agents.api_agent import RetryPolicy
-from negolib.agents.scripted import STRATEGIES, strategy_param_problems
-from negolib.domains import load_domains
 from negolib.errors import ValidationError
 from negolib.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.scripted import STRATEGIES, strategy_param_problems
 from negolib.sampling import Decoding
 from negolib.schema import build, convert, type_name
 from negolib.training.config import TrainConfig, WarmupConfig
@@ -72,7 +72,7 @@ Sampling = Decoding  # an arm's decoding settings: one schema, :class:`negolib.s
 class AgentSpec:
     """One party: a seller arm or a buyer. Which keys are allowed depends on ``backend``.
 
-    * ``scripted``: ``strategy`` (see :data:`negolib.agents.scripted.STRATEGIES`), ``params``;
+    * ``scripted``: ``strategy`` (see :data:`negolib.games.multi_issue.scripted.STRATEGIES`), ``params``;
     * ``hf`` / ``vllm``: ``model`` (registry name, hub id or path), optional ``path`` /
       ``path_env`` (a local directory overriding the hub id), ``sampling``, ``scaffold``;
     * ``trained``: ``run`` (a training run of the profile), ``step`` (checkpoint; none = last) and

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from negolib.agents.factory import ModelCache
-from negolib.agents.scripted import STRATEGIES, make_scripted
-from negolib.domains import Domain, Issue, get_domain, load_domains
-from negolib.env import EnvConfig, Episode
-from negolib.protocol import canonical_value
-from negolib.rollout import EpisodeSpec, play_one
-from negolib.scenarios import make_scenario
+from negolib.games.multi_issue.domains import Domain, Issue, get_domain, load_domains
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.protocol import canonical_value
+from negolib.games.multi_issue.rollout import EpisodeSpec, play_one
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.scripted import STRATEGIES, make_scripted
+from negolib.games.multi_issue.utility import both_utilities, contributions
 from negolib.training.runs import build_agent
-from negolib.utility import both_utilities, contributions
 
 if TYPE_CHECKING:
     from negolib.book import Book

@@ -41,8 +41,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from negolib.book import open_book
-from negolib.domains import load_domains
-from negolib.env import EnvConfig, reward
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig, reward
 from negolib.report.booktable import simple_table
 from negolib.report.environment import domain_table, domains_overview, figure1
 from negolib.widgets import BuyerSession, EpisodeExplorer
@@ -81,7 +81,7 @@ B.save_table(domain_table(domains["car"]))
 # -g_{\mathrm{len}}\frac{\max(0,n-t_{\mathrm{soft}})}{T-t_{\mathrm{soft}}}$$
 #
 # with $\lambda=0.3$, $g_{\mathrm{fmt}}=g_{\mathrm{len}}=0.05$, $t_{\mathrm{soft}}=0.75\,T$, $T=12$ rounds. The
-# score $S$ is the outcome term. The table evaluates Eq. 1 (`negolib.env.reward`) on a few example
+# score $S$ is the outcome term. The table evaluates Eq. 1 (`negolib.games.multi_issue.env.reward`) on a few example
 # outcomes to show the size of each penalty.
 
 # %%
@@ -155,16 +155,16 @@ display(Markdown(f"Tables written to `{B.paths.tables}`, figures to `{B.paths.fi
 # Below, a Boulware seller and a linear buyer play the car scenario of Figure 1, except that two of
 # the seller's turns lose their JSON action. The transcript's outcome has been removed. From the
 # turns alone (and the seller's preferences, `ex1_episode.scenario.seller`, with
-# `negolib.utility.normalized_utility`), work out the score `ex1_S` (the outcome term) and the reward
+# `negolib.games.multi_issue.utility.normalized_utility`), work out the score `ex1_S` (the outcome term) and the reward
 # `ex1_reward` of Eq. 1. A good answer counts the seller's turns and its bad parses, the rounds played
 # (a round is one turn of each party), and applies both penalties: it matches what the environment
 # paid to the last decimal.
 
 # %% tags=["exercise"]
-from negolib.agents.scripted import make_scripted
-from negolib.domains import load_domains
-from negolib.env import EnvConfig, Episode
-from negolib.scenarios import make_scenario
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.scripted import make_scripted
 
 ex1_cfg = EnvConfig()  # the paper's constants: lambda = 0.3, g_fmt = g_len = 0.05, T = 12 rounds
 ex1_episode = Episode(make_scenario(load_domains()["car"], 5_000_053), ex1_cfg)
@@ -183,7 +183,7 @@ for t in ex1_transcript["turns"]:
 
 # %% tags=["solution"]
 # Exercise 1.1: S and the reward r of Eq. 1 from the transcript's turns.
-from negolib.utility import normalized_utility
+from negolib.games.multi_issue.utility import normalized_utility
 
 ex1_turns = ex1_transcript["turns"]
 ex1_last = ex1_turns[-1]
@@ -214,7 +214,7 @@ print("exercise 1.1: correct")
 # ### Exercise 1.2: a scripted seller that beats Boulware
 # Boulware (e = 0.2) concedes slowly and accepts an offer only when it is worth at least its own next
 # bid. Against the linear buyer it is a strong baseline, but it still ends some scenarios without a
-# deal, which costs $\lambda = 0.3$. Write a seller `ex2_seller` (a `negolib.agents.scripted.ScriptedAgent`,
+# deal, which costs $\lambda = 0.3$. Write a seller `ex2_seller` (a `negolib.games.multi_issue.scripted.ScriptedAgent`,
 # e.g. a subclass of `TimeDependentAgent`, not the library's `HardHeadedAgent`) whose mean score S
 # beats Boulware's against the linear buyer. The check plays both on the same paired scenario set (24
 # evaluation seeds x 9 domains) and asks that the 95% interval of the paired seed-cluster bootstrap
@@ -224,7 +224,7 @@ print("exercise 1.1: correct")
 
 # %% tags=["solution"]
 # Exercise 1.2: a seller whose paired score beats Boulware's against the linear buyer.
-from negolib.agents.scripted import TimeDependentAgent
+from negolib.games.multi_issue.scripted import TimeDependentAgent
 
 
 class LastCallBoulware(TimeDependentAgent):
@@ -244,11 +244,11 @@ ex2_seller = LastCallBoulware("last_call_boulware", e=0.2)
 
 # %% tags=["check"]
 from negolib.agents.base import Agent
-from negolib.agents.scripted import HardHeadedAgent, make_scripted
 from negolib.exercises import expect
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.scripted import HardHeadedAgent, make_scripted
 from negolib.paired import paired_contrast
-from negolib.rollout import make_specs, run_episodes
-from negolib.scenarios import eval_seeds, scenario_set
 from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
 

@@ -116,7 +116,7 @@ if len(models):
 
 # %% tags=["solution"]
 # Exercise 2.1: episodes and seed clusters of the default profile's paired scenario set.
-from negolib.domains import load_domains
+from negolib.games.multi_issue.domains import load_domains
 from negolib.params import load_params
 
 ex21_P = load_params("../params/default.yaml")

@@ -316,10 +316,10 @@ print("exercise 4.2: correct")
 # does not parse leaves the ledger as it was, so the seller's later offers never reached the buyer.
 
 # %% tags=["exercise"]
-from negolib.agents.scripted import make_scripted
-from negolib.domains import load_domains
-from negolib.env import Episode
-from negolib.scenarios import make_scenario
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import Episode
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.scripted import make_scripted
 
 ex43_CAUSES = ("invalid_accept", "bad_json", "no_zone_of_agreement", "buyer_error")
 ex43_episode = Episode(make_scenario(load_domains()["job_offer"], 5_000_007))

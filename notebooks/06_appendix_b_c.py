@@ -153,7 +153,7 @@ else:
 # and S, as dicts from the arm to the value: `ex61_deal_rate`, `ex61_deal_utility`, `ex61_S`. Then the
 # break-even deal rate `ex61_breakeven`: the deal rate at which the trained arm, keeping its deal-only
 # utility, would score exactly base's S. A good answer verifies S = d u - (1 - d) lambda for each arm,
-# matches `negolib.metrics` (`metric_value` with the `deal_rate`, `deal_utility` and `score` metrics)
+# matches `negolib.games.multi_issue.metrics` (`metric_value` with the `deal_rate`, `deal_utility` and `score` metrics)
 # and says why the arm with the better deals has the lower S.
 
 # %% tags=["exercise"]
@@ -191,7 +191,7 @@ print(f"the trained arm would need a deal rate of {ex61_breakeven:.3f} to match 
 
 # %% tags=["check"]
 from negolib.exercises import expect
-from negolib.metrics import get_metric, metric_value
+from negolib.games.multi_issue.metrics import get_metric, metric_value
 
 ex61_deal_rate, ex61_deal_utility, ex61_S, ex61_breakeven = expect(
     globals(), "ex61_deal_rate", "ex61_deal_utility", "ex61_S", "ex61_breakeven", exercise="6.1")
@@ -230,7 +230,7 @@ import pandas as pd
 
 ex62_rng = np.random.default_rng(5)
 ex62_domains = ["car", "acquisition", "commercial_lease", "consulting_engagement", "job_offer", "media_rights",
-                "partnership_dissolution", "software_license", "supply_contract"]  # as negolib.domains
+                "partnership_dissolution", "software_license", "supply_contract"]  # as the paper's domains
 ex62_rows = []
 for ex62_seed in range(5_000_000, 5_000_016):
     for ex62_domain in ex62_domains:

@@ -36,7 +36,7 @@ from negolib.analysis.serving import serving_frame
 from negolib.analysis.training import training_summary
 from negolib.book import open_book
 from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
-from negolib.domains import load_domains
+from negolib.games.multi_issue.domains import load_domains
 from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
 from negolib.report.quoted import kl_read_table, off_schema_ledger_table, quoted_table, walkaway_table
 from negolib.report.training import training_table
@@ -178,7 +178,7 @@ if not trained:
 # `deal_rate` (the deal rate falls by at most 0.05), `seller_bad_parse_rate` and
 # `invalid_accept_rate` (each rises by at most 0.01) and `mean_turns` (below the cap of 24). A rate
 # per seller turn is the arm's total count over its total seller turns (a ratio of sums, as every
-# metric of `negolib.metrics`), not the mean of per-episode rates. A good answer matches
+# metric of `negolib.games.multi_issue.metrics`), not the mean of per-episode rates. A good answer matches
 # `negolib.diagnostics.guards_table` and says which guard the short episodes would fail under the
 # other reading.
 

@@ -16,7 +16,7 @@ def play_side_by_side(agent_a: Any, agent_b: Any, episodes: list[Any], turns: in
     """Let two language-model sellers answer the same views for ``turns`` seller turns (a scripted
     hardliner buyer replies to ``agent_a``'s moves) and assert they sample the same tokens with the
     same log-probs (to 1e-4)."""
-    from negolib.agents.scripted import make_scripted
+    from negolib.games.multi_issue.scripted import make_scripted
 
     buyer = make_scripted("hardliner")
     for _ in range(turns):
@@ -46,8 +46,8 @@ def accept(*terms: tuple[str, Any], prose: str = "Deal.") -> str:
 
 @pytest.fixture
 def car_scenario():
-    from negolib.domains import get_domain
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.scenarios import make_scenario
 
     return make_scenario(get_domain("car"), 5_000_053)
 

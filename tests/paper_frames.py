@@ -15,7 +15,7 @@ from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from negolib.analysis.arms import arm_estimates
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.paper import load_paper_reported
 from negolib.params import BeyondParams, load_params
 
@@ -65,10 +65,10 @@ def assert_tidy(frame: pd.DataFrame, identifiers: Iterable[str] = ()) -> None:
 def played() -> tuple[list[dict[str, Any]], pd.DataFrame]:
     """(records, episode table) of three scripted sellers against two scripted buyers on six seeds of every
     domain (played here: real ledgers, so the decomposition and the guards have terms to split)."""
-    from negolib.agents.scripted import make_scripted
-    from negolib.env import EnvConfig
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.env import EnvConfig
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.transcripts import episodes_frame
 
     sellers, buyers = ["boulware", "conceder", "tit_for_tat"], ["linear", "hardliner"]

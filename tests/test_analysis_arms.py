@@ -16,7 +16,7 @@ from negolib.analysis.arms import (
     point_estimates,
 )
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from negolib.analysis.beyond import (
     variant_base,
 )
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent

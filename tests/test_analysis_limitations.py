@@ -28,7 +28,7 @@ from negolib.analysis.limitations import (
     trained_base_pairs,
 )
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.params import load_params
 from negolib.report.beyond import (
     accept_terms_table,

@@ -12,7 +12,7 @@ from paper_frames import ROOT, assert_tidy, paper_setup
 from negolib.analysis.contrasts import extension_fires, held_out_contrasts, held_out_extension_trigger, run_pairs
 from negolib.analysis.quoted import QUOTED, quoted_contrasts, resolve
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.paired import contrast_difference, paired_contrast
 from negolib.params import load_params
 from negolib.stats import ClusterResampler

@@ -22,8 +22,8 @@ from negolib.analysis.quoted_diagnostics import (
     walkaways,
 )
 from negolib.analysis.resamplers import Analysis
-from negolib.domains import load_domains
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.metrics import synthetic_episodes
 
 
 def two_arms(n_seeds: int = 6, domains=("car",), buyers=("b",)) -> pd.DataFrame:

@@ -21,13 +21,13 @@ from servers import DEFAULT_TURN, ChatReply, ChatServer, Fault, LocalModelRespon
 from negolib.agents.anthropic_agent import AnthropicAgent, to_messages_api
 from negolib.agents.api_agent import RetryPolicy, as_sampling_config, classify_error
 from negolib.agents.openai_agent import OpenAIAgent
-from negolib.agents.scripted import make_scripted
 from negolib.cost import cost_frame, dry_run, price_table
-from negolib.env import EnvConfig, Episode
-from negolib.prompts import render_messages
-from negolib.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.sampling import Decoding, SamplingConfig, SamplingDriftWarning
-from negolib.scenarios import scenario_set
 from negolib.secrets import REDACTED, MissingKeyError
 from negolib.transcripts import TranscriptStore
 

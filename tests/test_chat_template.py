@@ -15,9 +15,9 @@ from negolib.chat_template import (
     special_token_texts,
     strip_template_tags,
 )
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.protocol import TEMPLATE_TAG_RE
 from negolib.models import GEMMA_TEMPLATE, tiny_tokenizer
-from negolib.prompts import render_messages
-from negolib.protocol import TEMPLATE_TAG_RE
 
 DIALOGUE = [
     {"role": "system", "content": "You are the seller.\nBe brief."},
@@ -137,12 +137,12 @@ def test_smollm2_tokenizer_tags_roundtrip():
 def test_no_tag_leaks_in_an_hf_episode():
     """A real HFAgent episode against a scripted buyer: no template tag reaches counterpart-visible text."""
     from negolib.agents.hf_agent import HFAgent
-    from negolib.agents.scripted import make_scripted
-    from negolib.env import EnvConfig
+    from negolib.games.multi_issue.env import EnvConfig
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import scenario_set
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.models import tiny_causal_lm
-    from negolib.rollout import make_specs, run_episodes
     from negolib.sampling import SamplingConfig
-    from negolib.scenarios import scenario_set
 
     model, tok = tiny_causal_lm(seed=3, hidden=32)
     # make the template tokens likely, so the test would catch a leak
@@ -198,10 +198,10 @@ def test_hostile_counterpart_text_adds_no_special_token(template):
     prompt (both scaffolds, with and without the ledger) holds exactly the template's own tags."""
     import json
 
-    from negolib.domains import get_domain
-    from negolib.env import Episode
-    from negolib.prompts import PromptConfig, render_messages
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.env import Episode
+    from negolib.games.multi_issue.prompts import PromptConfig, render_messages
+    from negolib.games.multi_issue.scenarios import make_scenario
 
     tok = SHIPPED_TEMPLATES[template]()
     tags = derive_turn_tags(tok)

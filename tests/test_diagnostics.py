@@ -32,13 +32,13 @@ from negolib.diagnostics import (
     style_episodes_frame,
     style_table,
 )
-from negolib.domains import load_domains
-from negolib.env import EnvConfig, Episode, opening_score
-from negolib.metrics import metric_value
-from negolib.scenarios import make_scenario
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig, Episode, opening_score
+from negolib.games.multi_issue.metrics import metric_value
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import split_utility
 from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
-from negolib.utility import split_utility
 
 DOMAINS = load_domains()
 

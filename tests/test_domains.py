@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from negolib.domains import DOMAIN_DIR, get_domain, load_domain, load_domains, parse_domain
 from negolib.errors import ValidationError
+from negolib.games.multi_issue.domains import DOMAIN_DIR, get_domain, load_domain, load_domains, parse_domain
 
 
 def test_nine_domains_eight_training_one_held_out():

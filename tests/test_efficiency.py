@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from negolib.domains import Domain, Issue, get_domain
 from negolib.efficiency import (
     EFFICIENCY_COLUMNS,
     UNNAMED,
@@ -30,9 +29,10 @@ from negolib.efficiency import (
     per_arm_efficiency,
     vertex_contract,
 )
-from negolib.env import Episode
-from negolib.scenarios import make_scenario
-from negolib.utility import both_utilities
+from negolib.games.multi_issue.domains import Domain, Issue, get_domain
+from negolib.games.multi_issue.env import Episode
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import both_utilities
 
 TOL = 1e-9
 GRID = (0.0, 0.5, 1.0)  # seller satisfaction t of each continuous issue; 0.5 is also "unnamed"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import accept, counter
 
-from negolib.env import EnvConfig, Episode, reward
-from negolib.utility import both_utilities, contributions
+from negolib.games.multi_issue.env import EnvConfig, Episode, reward
+from negolib.games.multi_issue.utility import both_utilities, contributions
 
 
 def play(ep: Episode, *texts: str) -> Episode:
@@ -191,9 +191,9 @@ def test_record_is_json_ready(car_scenario):
 def test_scripted_agents_never_make_an_invalid_accept():
     """Every scripted strategy, as seller and buyer, against a counterpart whose turns sometimes fail to
     parse: no scripted turn is ever an invalid ACCEPT, and every closing ACCEPT answers a COUNTER."""
-    from negolib.agents.scripted import STRATEGIES, make_scripted
-    from negolib.domains import get_domain
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.scenarios import make_scenario
+    from negolib.games.multi_issue.scripted import STRATEGIES, make_scripted
 
     for strategy in STRATEGIES:
         for seed in range(5_000_000, 5_000_004):
@@ -221,7 +221,7 @@ def test_a_huge_number_in_a_turn_is_an_invalid_term_not_a_crash(car_scenario):
     Python's int-string limit (4,301+ digits) is a bad parse; off-schema ones do not break the prompt."""
     import json
 
-    from negolib.prompts import render_messages
+    from negolib.games.multi_issue.prompts import render_messages
 
     for sign in ("", "-"):
         ep = Episode(car_scenario)

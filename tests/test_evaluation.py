@@ -12,8 +12,6 @@ import pytest
 import yaml
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.agents.scripted import make_scripted
-from negolib.env import PartyView
 from negolib.errors import ValidationError
 from negolib.evaluation import (
     ArmSpec,
@@ -35,7 +33,9 @@ from negolib.evaluation import (
     protocol_to_dict,
     stamp,
 )
-from negolib.metrics import arm_table
+from negolib.games.multi_issue.env import PartyView
+from negolib.games.multi_issue.metrics import arm_table
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.stats import ClusterResampler
 from negolib.transcripts import TranscriptStore
 

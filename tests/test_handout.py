@@ -65,8 +65,8 @@ def test_zip_is_a_runnable_project_with_nothing_generated(tmp_path: Path) -> Non
         rel = {n.removeprefix("course/") for n in names}
         assert {f"notebooks/{n}.ipynb" for n in counts} == {r for r in rel if r.startswith("notebooks/")}
         assert {f"params/{p.name}" for p in (ROOT / "params").glob("*.yaml")} <= rel
-        assert {"pyproject.toml", "README.md", "negolib/__init__.py", "negolib/domains/car.yaml",
-                "negolib/prompts/system.j2", "negolib/exercises.py"} <= rel
+        assert {"pyproject.toml", "README.md", "negolib/__init__.py", "negolib/games/multi_issue/domains/car.yaml",
+                "negolib/games/multi_issue/prompts/system.j2", "negolib/exercises.py"} <= rel
         assert not [r for r in rel if r.startswith(("outputs/", "tests/", "benchmarks/"))]
         assert not [r for r in rel if "__pycache__" in r or r.endswith((".pyc", ".parquet", ".jsonl"))]
         assert not [r for r in rel if r.startswith("notebooks/") and not r.endswith(".ipynb")]  # no .py sources

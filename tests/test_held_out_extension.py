@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from negolib.agents.scripted import make_scripted
 from negolib.analysis.contrasts import extension_fires, held_out_contrasts, run_pairs
 from negolib.analysis.resamplers import Analysis
 from negolib.book import open_book
@@ -31,9 +30,10 @@ from negolib.evaluation import (
     protocol_hash,
     run_held_out_extension,
 )
+from negolib.games.multi_issue.scenarios import TRAIN_SEED_BLOCK, VALIDATION_SEED_BLOCK
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.params import load_params
 from negolib.report.appendix_b_c import extension_panel_table
-from negolib.scenarios import TRAIN_SEED_BLOCK, VALIDATION_SEED_BLOCK
 from negolib.transcripts import TranscriptStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,13 +13,13 @@ import pytest
 from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HISTORY_DROP_BLOCK, HFAgent, PromptTruncationWarning
-from negolib.agents.scripted import make_scripted
 from negolib.chat_template import encode_chat
-from negolib.env import EnvConfig, Episode
-from negolib.prompts import render_messages
-from negolib.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.sampling import SamplingConfig, SamplingDriftWarning, derive_seed, drift, warn_drift
-from negolib.scenarios import scenario_set
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

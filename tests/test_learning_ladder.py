@@ -43,7 +43,7 @@ def rung(trained):
 
 def test_every_ladder_token_is_a_whole_counter_and_prompts_read_as_tags():
     from negolib.chat_template import assert_roundtrip, derive_turn_tags
-    from negolib.protocol import parse_action
+    from negolib.games.multi_issue.protocol import parse_action
 
     spec = RungSpec()
     texts = action_texts(spec)
@@ -64,9 +64,9 @@ def test_every_ladder_token_is_a_whole_counter_and_prompts_read_as_tags():
 
 
 def test_buyer_accepts_only_a_parsed_seller_offer():
-    from negolib.domains import load_domains
-    from negolib.env import EnvConfig, Episode
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import load_domains
+    from negolib.games.multi_issue.env import EnvConfig, Episode
+    from negolib.games.multi_issue.scenarios import make_scenario
 
     spec = RungSpec()
     scenario = make_scenario(load_domains()[spec.domain], 0)
@@ -79,9 +79,9 @@ def test_buyer_accepts_only_a_parsed_seller_offer():
 
 
 def test_buyer_with_min_valid_terms_refuses_an_offer_that_changes_nothing():
-    from negolib.domains import load_domains
-    from negolib.env import EnvConfig, Episode
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import load_domains
+    from negolib.games.multi_issue.env import EnvConfig, Episode
+    from negolib.games.multi_issue.scenarios import make_scenario
 
     domain = load_domains()["software_license"]
     scenario = make_scenario(domain, 0)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from negolib.metrics import (
+from negolib.games.multi_issue.metrics import (
     METRICS,
     Metric,
     add_utility_split,
@@ -126,7 +126,7 @@ def test_arm_table_rows_columns_and_values() -> None:
 
 
 def test_utility_split_sums_to_utility() -> None:
-    from negolib.domains import load_domains
+    from negolib.games.multi_issue.domains import load_domains
 
     doms = load_domains()
     name = sorted(doms)[0]
@@ -154,8 +154,8 @@ def test_synthetic_table_has_the_episode_columns() -> None:
 def test_paper_definitions_from_played_records() -> None:
     """The episode table counts the seller's counter terms (not the buyer's, not an accept's) and who closed,
     from transcript records: the accept-with-terms and off-schema shares are the paper's (App. A)."""
-    from negolib.env import EnvConfig, Episode
-    from negolib.scenarios import scenario_set
+    from negolib.games.multi_issue.env import EnvConfig, Episode
+    from negolib.games.multi_issue.scenarios import scenario_set
     from negolib.transcripts import episodes_frame
 
     def act(kind, **terms):

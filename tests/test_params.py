@@ -196,10 +196,10 @@ def test_output_dir_and_dict_views(tmp_path):
 
 def test_factory_builds_scripted_and_fixed_opening_agents():
     from negolib.agents.factory import FixedOpeningAgent
-    from negolib.agents.scripted import TimeDependentAgent
-    from negolib.domains import get_domain
-    from negolib.env import Episode
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.env import Episode
+    from negolib.games.multi_issue.scenarios import make_scenario
+    from negolib.games.multi_issue.scripted import TimeDependentAgent
     from negolib.training.runs import build_agents
 
     p = load_params(ROOT / "params" / "smoke.yaml")
@@ -218,10 +218,10 @@ def test_own_opening_plays_the_named_arms_first_turn_on_the_same_view():
     """An ``own:<arm>`` opening is the first turn that arm writes on the same scenario and buyer; later turns are
     the inner seller's; the opener is required exactly for own openings."""
     from negolib.agents.factory import FixedOpeningAgent
-    from negolib.agents.scripted import TimeDependentAgent
-    from negolib.domains import get_domain
-    from negolib.env import Episode
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.env import Episode
+    from negolib.games.multi_issue.scenarios import make_scenario
+    from negolib.games.multi_issue.scripted import TimeDependentAgent
 
     inner = TimeDependentAgent("inner", e=0.2, seed=0)
     opener = TimeDependentAgent("opener", e=5.0, k=0.3, seed=0)
@@ -445,7 +445,7 @@ def test_training_init_and_mixture_are_checked(tmp_path):
 @pytest.fixture
 def two_held_out(tmp_path, monkeypatch):
     """The shipped domains with acquisition flagged held out as well as car."""
-    import negolib.domains as domains
+    import negolib.games.multi_issue.domains as domains
 
     folder = tmp_path / "domains"
     folder.mkdir()

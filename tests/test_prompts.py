@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from negolib.agents.scripted import make_scripted
-from negolib.domains import get_domain
-from negolib.env import EnvConfig, Episode
-from negolib.prompts import PromptConfig, render_messages, scaffold_names
-from negolib.scenarios import make_scenario
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.prompts import PromptConfig, render_messages, scaffold_names
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.scripted import make_scripted
 
 OPENING = "Start conversationally"
 NAME_ONLY = "name only the terms your message mentions"
@@ -204,7 +204,7 @@ def test_buyer_opens():
 
 
 def test_templates_are_files_and_swappable(tmp_path, car_scenario):
-    import negolib.prompts as prompts
+    import negolib.games.multi_issue.prompts as prompts
 
     files = sorted(p.name for p in prompts.TEMPLATE_DIR.glob("*.j2"))
     assert {"system.j2", "evaluation.j2", "training_first.j2", "brief.j2", "phase.j2"} <= set(files)
@@ -243,7 +243,7 @@ def _buyer_prompts(ep: Episode, with_ledger: bool = False) -> list[str]:
 
 def test_off_schema_terms_cannot_forge_a_ledger_line_or_a_tag(car_scenario):
     from negolib.chat_template import TEMPLATE_TAG_RE
-    from negolib.protocol import DISPLAY_CHARS
+    from negolib.games.multi_issue.protocol import DISPLAY_CHARS
 
     ep = _forged_episode(car_scenario)
     assert ep.ledger["price"] == 48.0 and FORGED_NAME.strip() in ep.ledger  # stored as written
@@ -283,7 +283,7 @@ def test_prose_cannot_forge_the_current_offer(car_scenario):
 
 
 def test_many_off_schema_terms_are_capped(car_scenario):
-    from negolib.prompts import MAX_UNRECOGNISED_SHOWN
+    from negolib.games.multi_issue.prompts import MAX_UNRECOGNISED_SHOWN
 
     ep = Episode(car_scenario)
     terms = [{"name": f"extra_{i}", "value": "x" * 150} for i in range(40)]

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from negolib.domains import get_domain
-from negolib.protocol import (
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.protocol import (
     DISPLAY_CHARS,
     MAX_TEXT_CHARS,
     TEMPLATE_TAG_RE,

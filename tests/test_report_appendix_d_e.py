@@ -62,12 +62,12 @@ def test_template_tag_guard_counts_what_the_agents_stripped_and_can_fail():
     """Tags an agent stripped from a seller reply (``tags_stripped`` in its extra) reach the turn record, the
     episode table and the per-arm guard, which fails for that arm and passes for a clean one."""
     from negolib.agents.base import Agent, AgentReply
-    from negolib.agents.scripted import make_scripted
     from negolib.analysis.serving import serving_frame
-    from negolib.env import EnvConfig
+    from negolib.games.multi_issue.env import EnvConfig
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import scenario_set
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.report.appendix_d_e import template_tag_table
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import scenario_set
     from negolib.transcripts import episodes_frame
 
     class Leaky(Agent):

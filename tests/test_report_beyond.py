@@ -18,7 +18,7 @@ from negolib.analysis.beyond import (
 )
 from negolib.analysis.resamplers import Analysis
 from negolib.formatting import DASH
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.params import load_params
 from negolib.report.beyond import (
     efficiency_table,

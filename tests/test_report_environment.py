@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from paper_frames import played
 
-from negolib.domains import load_domains
+from negolib.games.multi_issue.domains import load_domains
 from negolib.report.environment import domain_table, domains_overview, figure1, ledger_frames
 
 

@@ -9,7 +9,7 @@ from test_analysis_quoted import known_frame
 from negolib.analysis.contrasts import held_out_contrasts, held_out_extension_trigger
 from negolib.analysis.quoted import quoted_contrasts
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import synthetic_episodes
+from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.params import load_params
 from negolib.report.appendix_b_c import extension_trigger_table
 from negolib.report.quoted import NOT_RUN, PAPER_PATHS, SECTIONS, quoted_table, rerun_table

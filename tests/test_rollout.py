@@ -12,9 +12,9 @@ import time
 import pytest
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.agents.scripted import make_scripted
-from negolib.rollout import make_specs, play_one, run_episodes
-from negolib.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.rollout import make_specs, play_one, run_episodes
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.transcripts import TranscriptStore, record_key
 
 SCEN = scenario_set(eval_seeds(4), ["car", "job_offer"])
@@ -86,10 +86,10 @@ def test_unknown_agent_and_duplicate_keys_are_errors():
 
 SLOW_RUN = textwrap.dedent("""
     import sys, time
-    from negolib.agents.scripted import make_scripted
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.agents.base import Agent
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.transcripts import TranscriptStore
 
     class Slow(Agent):
@@ -181,7 +181,7 @@ def test_a_huge_number_is_an_invalid_term_and_the_batch_completes(tmp_path):
 
 
 def test_an_environment_exception_is_an_error_row_and_the_rest_are_stored(tmp_path, monkeypatch):
-    from negolib.env import Episode
+    from negolib.games.multi_issue.env import Episode
 
     specs = _two_buyers()
     bad_id = specs[7].episode_id
@@ -259,11 +259,11 @@ def test_a_malformed_reply_is_an_error_row_not_an_unreadable_record(tmp_path, ba
 
 def test_run_episodes_holds_the_run_lock_of_its_store(tmp_path):
     """A direct caller of run_episodes is protected too: a second run on the same file refuses."""
-    from negolib.agents.scripted import make_scripted
-    from negolib.domains import get_domain
-    from negolib.env import EnvConfig
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.env import EnvConfig
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import make_scenario
+    from negolib.games.multi_issue.scripted import make_scripted
     from negolib.transcripts import RunLockedError, TranscriptStore
 
     path = tmp_path / "t.jsonl"

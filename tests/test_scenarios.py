@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from negolib.domains import get_domain
-from negolib.scenarios import (
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.scenarios import (
     EVAL_SEED_START,
     TRAIN_SEED_BLOCK,
     VALIDATION_SEED_BLOCK,

@@ -7,7 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from negolib.agents.scripted import (
+from negolib.games.multi_issue.env import Episode
+from negolib.games.multi_issue.protocol import parse_action
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.scripted import (
     STRATEGIES,
     FixedOfferAgent,
     HardHeadedAgent,
@@ -15,11 +19,7 @@ from negolib.agents.scripted import (
     concession_bid,
     make_scripted,
 )
-from negolib.env import Episode
-from negolib.protocol import parse_action
-from negolib.rollout import make_specs, run_episodes
-from negolib.scenarios import eval_seeds, scenario_set
-from negolib.utility import best_contract, normalized_utility
+from negolib.games.multi_issue.utility import best_contract, normalized_utility
 
 SCENARIOS = scenario_set(eval_seeds(6))
 
@@ -167,7 +167,7 @@ def test_a_bad_parse_turn_makes_no_offer_to_accept(strategy):
 def test_every_strategy_declares_its_parameters():
     import inspect
 
-    from negolib.agents.scripted import PARAM_SPECS, STRATEGY_CLASSES
+    from negolib.games.multi_issue.scripted import PARAM_SPECS, STRATEGY_CLASSES
 
     assert set(STRATEGY_CLASSES) == set(STRATEGIES)
     for strategy, cls in STRATEGY_CLASSES.items():
@@ -191,7 +191,7 @@ def test_every_strategy_declares_its_parameters():
     ("boulware", {"max_terms": 2.5}, "max_terms must be an integer >= 1"),
 ])
 def test_make_scripted_rejects_params_the_strategy_does_not_take(strategy, params, words):
-    from negolib.agents.scripted import strategy_param_problems
+    from negolib.games.multi_issue.scripted import strategy_param_problems
 
     assert strategy_param_problems(strategy, params)
     with pytest.raises(ValueError) as e:
@@ -200,7 +200,7 @@ def test_make_scripted_rejects_params_the_strategy_does_not_take(strategy, param
 
 
 def test_constructors_use_the_declared_ranges():
-    from negolib.agents.scripted import TitForTatAgent
+    from negolib.games.multi_issue.scripted import TitForTatAgent
 
     with pytest.raises(ValueError, match=r"TitForTatAgent: min_concession must be a number in \[0, 1\]"):
         TitForTatAgent("t", min_concession=-1.0)

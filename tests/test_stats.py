@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from statsmodels.stats.multitest import multipletests
 
 from negolib.formatting import fmt_ci
-from negolib.metrics import METRICS, buyer_split, synthetic_episodes
+from negolib.games.multi_issue.metrics import METRICS, buyer_split, synthetic_episodes
 from negolib.paired import (
     arm_estimate,
     cluster_sums,
@@ -391,7 +391,7 @@ def test_cluster_bootstrap_covers_and_naive_undercovers() -> None:
 
 
 def test_contrast_difference_of_gains_equals_direct_contrast_on_shared_resamples():
-    from negolib.metrics import synthetic_episodes
+    from negolib.games.multi_issue.metrics import synthetic_episodes
     from negolib.paired import contrast_difference, paired_contrast
     from negolib.stats import ClusterResampler
 

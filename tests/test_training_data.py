@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from negolib.errors import ValidationError
+from negolib.games.multi_issue.training import draw_buyer, env_config, scenario_items, training_domains
 from negolib.training.config import TrainConfig
 from negolib.training.data import buyer_shares, item_rows
-from negolib.training.paper_game import draw_buyer, env_config, scenario_items, training_domains
 
 
 def test_eight_training_domains_without_the_held_out_car():
@@ -47,7 +47,7 @@ def test_validation_set_is_fixed_and_disjoint():
 
 
 def test_the_paper_task_rows_carry_a_conversational_prompt_and_name_their_item():
-    from negolib.training.paper_game import paper_task, roundtrip_dialogue
+    from negolib.games.multi_issue.training import paper_task, roundtrip_dialogue
 
     cfg = TrainConfig(train_seeds_per_domain=1, train_domains=("job_offer",), validation_seeds_per_domain=1)
     task = paper_task(cfg)
@@ -64,7 +64,7 @@ def test_the_paper_task_rows_carry_a_conversational_prompt_and_name_their_item()
 
 def test_the_paper_task_dataset():
     pytest.importorskip("datasets")
-    from negolib.training.paper_game import paper_task
+    from negolib.games.multi_issue.training import paper_task
 
     ds = paper_task(TrainConfig(train_seeds_per_domain=1)).dataset("training")
     assert len(ds) == 8 and "prompt" in ds.column_names and "buyer" in ds.column_names

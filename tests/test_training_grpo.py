@@ -11,11 +11,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from negolib.agents.base import Agent, AgentReply  # noqa: E402
+from negolib.games.multi_issue.training import paper_task  # noqa: E402
 from negolib.models import tiny_causal_lm  # noqa: E402
 from negolib.training.advantages import loo_advantages  # noqa: E402
 from negolib.training.config import TrainConfig  # noqa: E402
 from negolib.training.grpo import build_run, train  # noqa: E402
-from negolib.training.paper_game import paper_task  # noqa: E402
 from negolib.training.schedule import WarmupCosine  # noqa: E402
 
 torch.set_num_threads(2)

@@ -9,12 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from negolib.agents.base import Agent, AgentReply  # noqa: E402
-from negolib.agents.scripted import make_scripted  # noqa: E402
 from negolib.chat_template import derive_turn_tags, encode_chat, encode_text  # noqa: E402
+from negolib.games.multi_issue.prompts import render_messages  # noqa: E402
+from negolib.games.multi_issue.scripted import make_scripted  # noqa: E402
+from negolib.games.multi_issue.training import env_config, paper_episodes, scenario_items  # noqa: E402
 from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
-from negolib.prompts import render_messages  # noqa: E402
 from negolib.training.config import TrainConfig  # noqa: E402
-from negolib.training.paper_game import env_config, paper_episodes, scenario_items  # noqa: E402
 from negolib.training.rollout import (  # noqa: E402
     Generation,
     HFAgentGenerator,
@@ -214,7 +214,7 @@ def test_driver_limits_cut_the_episode_with_the_floor(tok, tags):
 
 
 def _first_view():
-    from negolib.env import Episode
+    from negolib.games.multi_issue.env import Episode
 
     return Episode(ITEMS[0].scenario, env_config(CFG)).view("seller")
 
@@ -292,7 +292,7 @@ def test_a_huge_number_from_the_policy_is_an_invalid_term(tok, tags):
 
 
 def _raise_in_step(monkeypatch, bad_ids: set[str], turn: int = 2):
-    from negolib.env import Episode
+    from negolib.games.multi_issue.env import Episode
 
     real_step = Episode.step
 

@@ -7,13 +7,12 @@ import json
 import pytest
 
 from negolib.agents.hf_agent import fit_prompt
-from negolib.agents.scripted import make_scripted
-from negolib.env import Episode
-from negolib.prompts import render_messages
-from negolib.protocol import parse_action
-from negolib.training.config import TrainConfig
-from negolib.training.paper_game import env_config, scenario_items
-from negolib.training.warmup import (
+from negolib.games.multi_issue.env import Episode
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.protocol import parse_action
+from negolib.games.multi_issue.scripted import make_scripted
+from negolib.games.multi_issue.training import env_config, scenario_items
+from negolib.games.multi_issue.warmup import (
     WarmupConfig,
     _example_loss,
     demonstrations,
@@ -22,6 +21,7 @@ from negolib.training.warmup import (
     warmup_dir,
     warmup_ready,
 )
+from negolib.training.config import TrainConfig
 
 CFG = TrainConfig.from_params({"train_seeds_per_domain": 1, "buyer_mixture": {"conceder": 1.0}})
 BUYERS = {"conceder": make_scripted("conceder")}

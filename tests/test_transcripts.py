@@ -8,9 +8,9 @@ import multiprocessing as mp
 
 import pytest
 
-from negolib.agents.scripted import make_scripted
-from negolib.rollout import make_specs, run_episodes
-from negolib.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.transcripts import (
     SCHEMA_VERSION,
     RunLockedError,
@@ -219,7 +219,7 @@ def test_one_file_never_mixes_protocols(tmp_path):
 # -- settings checked on resume, the run lock -----------------------------------------------------
 
 def _settings(**config):
-    from negolib.env import EnvConfig
+    from negolib.games.multi_issue.env import EnvConfig
 
     return RunSettings({("a", "conceder"): episode_settings(EnvConfig(**config), make_scripted("boulware").settings(),
                                                             make_scripted("conceder").settings(), agent_seed=0)})

@@ -62,10 +62,10 @@ def test_an_integer_beyond_64_bits_fails_validation_instead_of_reading_as_anothe
 
 
 def _record() -> dict:
-    from negolib.agents.scripted import make_scripted
-    from negolib.domains import get_domain
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import make_scenario
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import make_scenario
+    from negolib.games.multi_issue.scripted import make_scripted
 
     agents = {"s": make_scripted("boulware"), "b": make_scripted("linear")}
     specs = make_specs("s", "s", ["b"], [make_scenario(get_domain("car"), 5_000_053)])

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from negolib.domains import get_domain, load_domains
-from negolib.scenarios import make_scenario
-from negolib.utility import (
+from negolib.games.multi_issue.domains import get_domain, load_domains
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import (
     best_contract,
     contributions,
     feature,

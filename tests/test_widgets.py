@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from negolib.book import open_book
-from negolib.domains import get_domain
+from negolib.games.multi_issue.domains import get_domain
 from negolib.widgets import BuyerSession, EpisodeExplorer, counter_terms, initial_values, term_step
 
 ipywidgets = pytest.importorskip("ipywidgets")

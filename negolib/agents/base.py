@@ -6,9 +6,9 @@ concurrent wave. An agent never raises for a single failing episode: it returns 
 ``error`` set, and the engine writes that episode as an error row that a re-run completes
 (:func:`act_contained` asks an agent so that nothing it does raises; :func:`reply_problem` says why a reply
 cannot be played).
-A view is the game's (the paper's :class:`negolib.env.PartyView`, a market's view); language-model agents
-turn one into chat messages with the game's :data:`Render` (the paper's: :func:`negolib.prompts.render_messages`),
-so this layer imports no game.
+A view is the game's (the paper's :class:`negolib.games.multi_issue.env.PartyView`, a market's view);
+language-model agents turn one into chat messages with the game's :data:`Render` (the paper's:
+:func:`negolib.games.multi_issue.prompts.render_messages`), so this layer imports no game.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def require_render(agent: Any) -> Render:
     language-model agent puts views to its model through its game's prompts and imports none itself."""
     if getattr(agent, "renderer", None) is None:
         raise ValueError(f"{type(agent).__name__} {agent.name!r} has no render: pass render=, the game's "
-                         "(view, scaffold) -> chat messages (the paper's game: negolib.prompts.render_messages)")
+                         "(view, scaffold) -> chat messages (the paper's game: "
+                         "negolib.games.multi_issue.prompts.render_messages)")
     return agent.renderer
 
 

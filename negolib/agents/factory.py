@@ -29,14 +29,14 @@ from negolib.agents.anthropic_agent import AnthropicAgent
 from negolib.agents.base import Agent, AgentReply
 from negolib.agents.hf_agent import HFAgent
 from negolib.agents.openai_agent import OpenAIAgent
-from negolib.agents.scripted import concession_bid, make_scripted
 from negolib.agents.vllm_agent import VLLMAgent  # vllm itself is imported when an agent is built
-from negolib.env import PartyView
+from negolib.games.multi_issue.env import PartyView
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.scripted import concession_bid, make_scripted
+from negolib.games.multi_issue.utility import best_contract
 from negolib.models import load_causal_lm, resolve_model_path, tiny_causal_lm
 from negolib.params import DTYPES, OPENINGS, AgentSpec, Params, check_opening, opening_source, spec_problems
-from negolib.prompts import render_messages
 from negolib.sampling import SamplingConfig
-from negolib.utility import best_contract
 
 PROFILE_BACKENDS = ("trained", "fixed_opening")
 """Backends built from a whole profile (a run's checkpoint, another arm): :func:`negolib.training.runs.build_agent`."""

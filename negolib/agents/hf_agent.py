@@ -1,7 +1,7 @@
 """A local transformers causal LM as a negotiating party (backend ``hf``) [SPEC 3].
 
-Every view of a batch is rendered with the game's ``render`` (the paper's: :func:`negolib.prompts.render_messages`), put
-through the
+Every view of a batch is rendered with the game's ``render`` (the paper's:
+:func:`negolib.games.multi_issue.prompts.render_messages`), put through the
 model's own chat template (thinking off), left-padded and generated in ONE ``model.generate`` call
 per chunk of at most ``max_batch`` views, sampling exactly as configured (temperature, top-p, top-k;
 the model's own ``generation_config`` is ignored so nothing else is applied). Replies carry the

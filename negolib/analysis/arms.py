@@ -14,7 +14,7 @@ import pandas as pd
 
 from negolib.analysis.contrasts import design_contrasts
 from negolib.analysis.resamplers import Analysis
-from negolib.metrics import arm_table, buyer_split
+from negolib.games.multi_issue.metrics import arm_table, buyer_split
 from negolib.paired import arm_estimate
 from negolib.params import Params
 
@@ -28,8 +28,9 @@ def arm_estimates(an: Analysis, arms: Sequence[str], metrics: Sequence[Any],
                   domains: Sequence[str] | None = None, buyer: str | None = None) -> pd.DataFrame:
     """Tidy (arm, metric, estimate, ci_low, ci_high, n_episodes, n_clusters) with arm-level intervals.
 
-    ``metrics``: names in :data:`negolib.metrics.METRICS` or :class:`negolib.metrics.Metric` objects
-    (e.g. ``buyer_split(a, b)``). Each arm is resampled over the seeds it played."""
+    ``metrics``: names in :data:`negolib.games.multi_issue.metrics.METRICS` or
+    :class:`~negolib.games.multi_issue.metrics.Metric` objects (e.g. ``buyer_split(a, b)``). Each arm is resampled
+    over the seeds it played."""
     rows = []
     for arm in arms:
         if not an.has(arm):

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from negolib.analysis.resamplers import Analysis
-from negolib.domains import load_domains
+from negolib.games.multi_issue.domains import load_domains
 from negolib.paired import contrast_table
 from negolib.params import Params
 from negolib.stats import holm

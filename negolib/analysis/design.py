@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from negolib.domains import load_domains
+from negolib.games.multi_issue.domains import load_domains
 from negolib.params import Params
 
 SCENARIO_QUANTITIES = ("seeds_per_domain", "domains", "buyers", "episodes_per_arm", "held_out_episodes_per_arm",

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from negolib.analysis.resamplers import Analysis
-from negolib.domains import load_domains
-from negolib.metrics import get_metric
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.metrics import get_metric
 from negolib.paired import ContrastSpec, contrast_difference, run_contrasts
 from negolib.params import Params
 from negolib.stats import summarize

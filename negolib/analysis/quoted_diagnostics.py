@@ -26,9 +26,9 @@ import pandas as pd
 
 from negolib.analysis.resamplers import Analysis
 from negolib.diagnostics import decomposition_columns
-from negolib.domains import load_domains
-from negolib.env import EnvConfig
-from negolib.metrics import Metric, deal_only, get_metric
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.metrics import Metric, deal_only, get_metric
 from negolib.paired import ContrastSpec, arm_estimate, contrast_difference, run_contrasts
 from negolib.params import Params
 

@@ -16,16 +16,16 @@ import pandas as pd
 
 from negolib.analysis.arms import Results
 from negolib.analysis.beyond import fixed_opening_pairs, own_opening_pairs, variant_base
-from negolib.domains import get_domain
 from negolib.efficiency import ScenarioOracle
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import both_utilities
 from negolib.paired import estimate_lookup
 from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper
 from negolib.report.cells import arm_label, contrast_cell, estimate_cell, frame, marked_lookup
 from negolib.report.figures import pyplot
-from negolib.scenarios import make_scenario
-from negolib.utility import both_utilities
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

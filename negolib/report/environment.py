@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from negolib.domains import get_domain
+from negolib.games.multi_issue.domains import get_domain
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import both_utilities, features
 from negolib.report.booktable import BookTable
 from negolib.report.cells import frame
 from negolib.report.figures import pyplot
-from negolib.scenarios import make_scenario
-from negolib.utility import both_utilities, features
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -3,7 +3,7 @@
 A :class:`ScenarioItem` is one scenario and the opponent it is always played against (a data field, fixed
 before training, identical across arms); :func:`item_rows` makes TRL's dataset rows of a game's items
 (``prompt``: the policy's first chat messages; ``item``: the item's index, by which the rollout finds it
-again). The paper's scenario sets are :mod:`negolib.training.paper_game`'s; this module imports no game.
+again). The paper's scenario sets are :mod:`negolib.games.multi_issue.training`'s; this module imports no game.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ Games: a :class:`TrainingTask` is the game the policy trains in (this module imp
 factory and render (its adapter of :class:`~negolib.training.rollout.TrainableEpisode`), its training and
 validation scenario items, the policy's role, a multi-turn chat for the tag round-trip check, its default
 opponents and how its records are written; the dataset rows carry each item's index. The paper's game is
-:func:`negolib.training.paper_game.paper_task` (the policy sells, its scripted buyers by default, the checked
+:func:`negolib.games.multi_issue.training.paper_task` (the policy sells, its scripted buyers by default, the checked
 transcript schema).
 
 Validation (step 0 and every ``validate_every`` steps): one episode per fixed validation scenario
@@ -196,7 +196,7 @@ def prune_game_records(path: Path, max_step: int) -> None:
 
 @dataclass(frozen=True)
 class TrainingTask:
-    """The game the shared trainer plays (the paper's: :func:`negolib.training.paper_game.paper_task`).
+    """The game the shared trainer plays (the paper's: :func:`negolib.games.multi_issue.training.paper_task`).
 
     ``episode_factory`` and ``render`` are the game's (see :class:`~negolib.training.rollout.RolloutEngine`);
     ``train_items`` / ``validation_items`` its scenario items, each naming the opponent agent it is played
@@ -605,7 +605,7 @@ def build_run(
 ) -> RunSetup:
     """Everything :func:`train` needs, without training: config files, logs (pruned to the resumed
     checkpoint), the turn tags (round-trip asserted on a multi-turn dialogue first) and the trainer.
-    ``task``: the game (the paper's: :func:`negolib.training.paper_game.paper_task`); ``buyers``: its opponents
+    ``task``: the game (the paper's: :func:`negolib.games.multi_issue.training.paper_task`); ``buyers``: its opponents
     (default: the task's ``default_opponents``)."""
     import torch
     from transformers import AutoTokenizer
@@ -733,7 +733,7 @@ def train(
     ``save_every`` steps and at the end; each a loadable model + tokenizer folder). With
     ``config.continue_from`` set, the policy (and the KL reference) start from that checkpoint under
     a fresh optimizer and a fresh warmup-cosine (the paper's continuation). ``task`` is the game (see
-    :class:`TrainingTask`; the paper's: :func:`negolib.training.paper_game.paper_task`), ``buyers`` maps its
+    :class:`TrainingTask`; the paper's: :func:`negolib.games.multi_issue.training.paper_task`), ``buyers`` maps its
     opponents' names to agents (default: the task's). ``resume`` picks up the last complete checkpoint in
     ``out_dir`` (a run already at ``max_steps`` returns at once).
     """

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.env import EnvConfig, PartyView
+from negolib.games.multi_issue.env import EnvConfig, PartyView
 from negolib.training.config import TrainConfig
 
 Sabotage = Literal["env_mask_zero", "shuffle_rewards", "lr_zero", "eval_initial"]
@@ -150,7 +150,7 @@ class RungResult:
 
 
 def _domain(name: str) -> Any:
-    from negolib.domains import load_domains
+    from negolib.games.multi_issue.domains import load_domains
 
     return load_domains()[name]
 
@@ -355,7 +355,7 @@ def weight_change(a: str | Path, b: str | Path) -> float:
 
 def _optimum(scenarios: Sequence[Any], spec: RungSpec) -> float:
     """Mean seller utility of the top-level action (always accepted) on ``scenarios``."""
-    from negolib.utility import normalized_utility
+    from negolib.games.multi_issue.utility import normalized_utility
 
     top = {t["name"]: t["value"] for t in level_terms(_domain(spec.domain), 1.0)}
     return float(np.mean([normalized_utility(s.domain, s.seller, top) for s in scenarios]))
@@ -368,9 +368,9 @@ def evaluate_arm(weights: str | Path, spec: RungSpec, seed: int, arm: str = "lad
     Sampling seeds derive from ``seed`` and the episode ids, so two arms evaluated under the same ``arm``
     label draw the same random numbers (identical weights give identical episodes)."""
     from negolib.agents.factory import ModelCache, build_agent
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.params import AgentSpec, Sampling
-    from negolib.rollout import make_specs, run_episodes
-    from negolib.scenarios import eval_seeds, scenario_set
 
     agent_spec = AgentSpec(backend="hf", path=str(weights), sampling=Sampling(max_new_tokens=1),
                            scaffold="evaluation", batch_size=spec.eval_scenarios, prompt_cap=16)
@@ -405,9 +405,9 @@ def train_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = N
                spec: RungSpec | None = None, progress: bool = False) -> TrainedRung:
     """Build the initial model and train it through :func:`~negolib.training.grpo.build_run` into ``out_dir``
     (``sabotage``: a training twin, or ``"eval_initial"``/None for a normal run)."""
+    from negolib.games.multi_issue.training import paper_task, scenario_items
     from negolib.training.checkpoints import last_checkpoint
     from negolib.training.grpo import build_run
-    from negolib.training.paper_game import paper_task, scenario_items
 
     if sabotage is not None and sabotage not in SABOTAGES:
         raise ValueError(f"sabotage must be one of {SABOTAGES} or None, got {sabotage!r}")
@@ -440,7 +440,7 @@ def train_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = N
 def evaluate_rung(trained: TrainedRung, sabotage: Sabotage | None = None) -> RungResult:
     """Score the trained checkpoint (with ``sabotage="eval_initial"``: the initial weights instead) and the
     initial weights on the same evaluation scenarios with the same sampling seeds."""
-    from negolib.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
 
     t0, spec = time.perf_counter(), trained.spec
     sabotage = sabotage or trained.sabotage

@@ -5,7 +5,7 @@ party's view, a turn's text, the outcome's reward, score and deal, the no-deal f
 record), built per scenario item by an :data:`EpisodeFactory`, with a :data:`Render` of the policy's
 view into chat messages; the policy plays one ``role`` (the seller by default) and the item's named
 opponent the other. Every game hands over its episode factory and render (the paper's:
-:mod:`negolib.training.paper_game`); this module imports no game. Below,
+:mod:`negolib.games.multi_issue.training`); this module imports no game. Below,
 "seller" reads as the policy's role and "buyer" as the opponent's.
 
 Every episode is one trajectory: ``prompt_ids`` (the seller's first prompt rendered with the chat
@@ -21,7 +21,7 @@ turn, of
 Seller text is decoded only to drive the environment; the ids it came from are kept as sampled and
 never re-tokenized. The trajectory ends on the seller's last end-of-turn token (appended as an
 environment token when the turn hit its token budget). The reward is Eq. 1 from
-:mod:`negolib.env` with ``accept_applies_terms`` on; an episode the driver has to cut (seller-turn
+:mod:`negolib.games.multi_issue.env` with ``accept_applies_terms`` on; an episode the driver has to cut (seller-turn
 cap, context cap) gets the floor ``-lambda``, as in the paper's reward plumbing: the policy ran long.
 
 Errors are contained to their trajectory and excluded from the update. When anything raises while
@@ -172,7 +172,7 @@ class EpisodeOutcome(Protocol):
 
 class TrainableEpisode(Protocol):
     """One episode of a game as the rollout engine drives it (the paper's
-    :class:`~negolib.training.paper_game.PaperEpisode`, or a game's adapter). ``step`` takes a turn of the party
+    :class:`~negolib.games.multi_issue.training.PaperEpisode`, or a game's adapter). ``step`` takes a turn of the party
     to move: the policy's decoded text, or what :meth:`opponent_turn` made of the opponent's reply; it may raise
     (the engine contains it)."""
 
@@ -418,9 +418,9 @@ class RolloutEngine:
     """Plays batches of episodes with the policy in ``role`` and returns token-level trajectories.
 
     The game is handed over: ``episode_factory`` builds each item's episode (it carries the game's rules; the
-    paper's: :func:`negolib.training.paper_game.paper_episodes`) and ``render`` maps the policy's view to chat
-    messages under ``scaffold`` (the paper's: :func:`negolib.prompts.render_messages`). ``buyers`` maps the names
-    in each item's ``buyer`` field to the opponent agents.
+    paper's: :func:`negolib.games.multi_issue.training.paper_episodes`) and ``render`` maps the policy's view to chat
+    messages under ``scaffold`` (the paper's: :func:`negolib.games.multi_issue.prompts.render_messages`). ``buyers``
+    maps the names in each item's ``buyer`` field to the opponent agents.
     """
 
     generator: TokenGenerator

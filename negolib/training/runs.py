@@ -2,7 +2,7 @@
 
 * where a run writes: :func:`training_run_dir` (``<out>/training/<run>[/seed-<s>]``), its checkpoints
   under ``checkpoints/checkpoint-<step>`` (:mod:`negolib.training.checkpoints`) and its format warm-up
-  under ``warmup/`` (:mod:`negolib.training.warmup`);
+  under ``warmup/`` (:mod:`negolib.games.multi_issue.warmup`);
 * the arms a run produces: :func:`checkpoint_dir` (a ``trained`` arm's weights), :func:`trained_ready`,
   :func:`arm_steps`, :func:`base_arm`;
 * agents for a profile's arms and buyers: :func:`build_agent` / :func:`build_agents` build every backend,
@@ -33,12 +33,12 @@ from negolib.agents.factory import (
 )
 from negolib.agents.factory import build_agent as build_spec_agent
 from negolib.chat_template import assert_roundtrip, derive_turn_tags
+from negolib.games.multi_issue.training import env_config, paper_task, scenario_items
+from negolib.games.multi_issue.warmup import run_format_warmup, warmup_dir, warmup_ready
 from negolib.models import resolve_model_path
 from negolib.params import AgentSpec, Params, opening_source, train_config, warmup_config
 from negolib.training.checkpoints import last_checkpoint
 from negolib.training.grpo import TrainResult, train
-from negolib.training.paper_game import env_config, paper_task, scenario_items
-from negolib.training.warmup import run_format_warmup, warmup_dir, warmup_ready
 
 # ---------------------------------------------------------------------------------------------
 # Where a run writes, and the arms it produces

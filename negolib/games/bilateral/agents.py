@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from negolib.agents.anthropic_agent import OPENING_USER_TEXT, AnthropicAgent
-from negolib.agents.api_agent import ChatJob, Completion, RetryPolicy
+from negolib.agents.api_agent import ChatJob, Completion
 from negolib.agents.base import Agent, AgentReply
 from negolib.agents.hf_agent import DEFAULT_PROMPT_CAP, HFAgent, PromptTruncationWarning
 from negolib.agents.openai_agent import OpenAIAgent
@@ -29,6 +29,7 @@ from negolib.games.bilateral.play import reply_turn
 from negolib.games.bilateral.prompts import ToolFormat, chat_messages
 from negolib.games.bilateral.protocol import CLOSE_TAG, OPEN_TAG, parse_turn
 from negolib.games.bilateral.tools import ACCEPT_OFFER, MAKE_OFFER, anthropic_tools, openai_tools
+from negolib.games.toolcalls import LMOptions
 from negolib.models import LOCAL_MODELS, load_causal_lm
 from negolib.sampling import SamplingConfig, derive_seed
 
@@ -371,27 +372,6 @@ class AnthropicBargainer(_ToolCalling, AnthropicAgent):
 
 
 # -- agents by name ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LMOptions:
-    """How :class:`LMAgents` builds language-model agents: sampling (its seed is the agent's), local-model batch,
-    prompt cap, dtype, device and tool format; for API agents the key variables (keys are read from the
-    environment only, when an agent is built), endpoints (None: the SDK's default or its ``*_BASE_URL``
-    variable), concurrency and retries."""
-
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    max_batch: int = 16
-    prompt_cap: int = DEFAULT_PROMPT_CAP
-    dtype: str = "float32"
-    device: str = "cpu"
-    tool_format: Literal["auto", "native", "text"] = "auto"
-    openai_key_env: str = "OPENAI_API_KEY"
-    anthropic_key_env: str = "ANTHROPIC_API_KEY"
-    openai_base_url: str | None = None
-    anthropic_base_url: str | None = None
-    max_concurrency: int = 8
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
-
 def split_name(name: str) -> tuple[str, str] | None:
     """``("hf" | "openai" | "anthropic", rest)`` of a language-model agent name, None for any other name."""
     backend, sep, rest = name.partition(":")

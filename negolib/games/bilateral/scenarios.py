@@ -4,7 +4,7 @@ Contract: :func:`make_scenario` is a pure function of (tier, seed). The seed dra
 (log-uniform, independently: cost in [0.5, 1.5] and value in [0.75, 2.0] times the tier's scale, so about a
 fifth of scenarios have no zone of possible agreement); the tier only scales them, so one seed is the same
 relative scenario in every tier (tiers are paired). Training seeds come from a low block, evaluation seeds
-from a reserved block three orders of magnitude above it (as :mod:`negolib.scenarios`).
+from a reserved block three orders of magnitude above it (as :mod:`negolib.games.multi_issue.scenarios`).
 """
 
 from __future__ import annotations

@@ -1,64 +1,14 @@
-"""The paper's game behind the plug-in interface: multi-issue contract bargaining (SPEC 1-2).
+"""The paper's game, multi-issue contract bargaining (SPEC 1-2), as a plug-in registered as ``multi_issue``.
 
-Contract: :class:`MultiIssueGame` plays the paper's environment (:mod:`negolib.env`, evaluation rules: 12
-rounds, seller first, an ACCEPT closes on the counterpart's standing offer) through the shared rollout engine
-(:func:`negolib.rollout.run_episodes`). Scenarios are the reserved evaluation seeds of all nine domains; a
-payoff is the party's normalised utility U~ of the deal (0 without one); clusters are seeds, as in the paper.
+Contract: :class:`MultiIssueGame` (:mod:`.game`) implements :class:`negolib.games.base.Game`. One module per job:
+:mod:`.domains` (the nine negotiation domains, YAML), :mod:`.scenarios` (seed blocks, private weights, reservations),
+:mod:`.utility` (normalised utility U~, best contracts), :mod:`.protocol` (COUNTER/ACCEPT JSON and its strict
+parser), :mod:`.env` (the episode's rules, closing, reward Eq. 1 and score S), :mod:`.metrics` (per-episode and
+per-arm metrics as ratios), :mod:`.scripted` (the scripted strategies), :mod:`.prompts` (the two scaffolds' templates),
+:mod:`.rollout` (batched play into the checked transcript schema), :mod:`.training` (the game as the GRPO trainer's
+task) and :mod:`.warmup` (the format warm-up, SFT on scripted sellers' turns).
 """
 
-from __future__ import annotations
+from negolib.games.multi_issue.game import MultiIssueGame
 
-from collections.abc import Sequence
-from typing import Any
-
-from negolib.agents.scripted import STRATEGIES, make_scripted
-from negolib.env import EnvConfig
-from negolib.games.base import Game, Payoffs, UnknownAgent
-from negolib.rollout import EpisodeSpec, run_episodes
-from negolib.scenarios import Scenario, evaluation_set
-
-
-class MultiIssueGame(Game):
-    """The paper's game: a seller and a buyer bargain over a multi-issue contract (SPEC 1)."""
-
-    name = "multi_issue"
-    title = "Multi-issue contract bargaining (the paper's game)"
-    summary = ("the paper's game: seller and buyer trade COUNTER/ACCEPT over 8-10 terms of a contract, "
-               "12 rounds, nine domains; payoff = normalised utility U~")
-    payoff_label = "normalised utility U~"
-
-    def __init__(self, config: EnvConfig | None = None) -> None:
-        self.config = config or EnvConfig()
-
-    def scripted_strategies(self) -> tuple[str, ...]:
-        return tuple(sorted(STRATEGIES))
-
-    def make_agent(self, name: str, role: str, seed: int) -> Any:
-        if name not in STRATEGIES:
-            raise UnknownAgent(self.name, name, self.scripted_strategies())
-        return make_scripted(name, name=f"{name}@{role}", seed=seed)
-
-    def tournament_scenarios(self, n_seeds: int) -> list[Scenario]:
-        return evaluation_set(n_seeds)
-
-    def scenario_key(self, scenario: Scenario) -> str:
-        return f"{scenario.domain.name}|{scenario.seed}"
-
-    def cluster(self, scenario_key: str) -> str:
-        return scenario_key.rsplit("|", 1)[1]
-
-    def play(self, seller: Any, buyer: Any, scenarios: Sequence[Scenario], seed: int,
-             progress: bool = False) -> list[dict[str, Any]]:
-        del seed  # the agents carry their seeds; the environment is deterministic given the scenario
-        specs = [EpisodeSpec("seller", "seller", "buyer", sc, self.config) for sc in scenarios]
-        result = run_episodes(specs, {"seller": seller, "buyer": buyer}, progress=progress)
-        by_key = {(r["domain"], int(r["seed"])): r for r in result.records}
-        return [{**by_key[(sc.domain.name, sc.seed)], "scenario_key": self.scenario_key(sc)} for sc in scenarios]
-
-    def payoffs(self, record: dict[str, Any]) -> Payoffs:
-        outcome = record.get("outcome")
-        if record.get("status") == "error" or not outcome:
-            return Payoffs(0.0, 0.0, False, valid=False)
-        if not outcome["deal"]:
-            return Payoffs(0.0, 0.0, False)
-        return Payoffs(float(outcome["seller_utility"]), float(outcome["buyer_utility"]), True)
+__all__ = ["MultiIssueGame"]

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from negolib.chat_template import clean_prose
 from negolib.games.toolcalls import short
-from negolib.protocol import clean_prose
 
 PARTS: tuple[str, str, str, str] = ("TO", "PRODUCT", "PRICE", "MESSAGE")
 ACCEPT, DECLINE = "ACCEPT", "DECLINE"

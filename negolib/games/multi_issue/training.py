@@ -2,7 +2,7 @@
 
 Contract: :func:`paper_task` is the paper's game as the trainer's :class:`~negolib.training.grpo.TrainingTask`
 (the policy sells against its scenario's buyer; scripted buyers by default; records in the checked transcript
-schema). :class:`PaperEpisode` is the paper's :class:`negolib.env.Episode` as a trainable episode and
+schema). :class:`PaperEpisode` is the paper's :class:`negolib.games.multi_issue.env.Episode` as a trainable episode and
 :func:`paper_episodes` its episode factory; :func:`scenario_items` the fixed training and validation scenario
 sets (each scenario's buyer drawn ONCE from the mixture, seeded by ``(data_seed, domain, seed)``: a data
 field, identical across arms, as the paper attaches it [§4]); :func:`env_config` the training environment
@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.agents.scripted import STRATEGIES, make_scripted
-from negolib.domains import load_domains
-from negolib.env import EnvConfig, Episode
 from negolib.errors import ValidationError
-from negolib.prompts import render_messages
-from negolib.scenarios import make_scenario, train_seeds, validation_seeds
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.scenarios import make_scenario, train_seeds, validation_seeds
+from negolib.games.multi_issue.scripted import STRATEGIES, make_scripted
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
 from negolib.training.grpo import TrainingTask
@@ -41,9 +41,9 @@ _TRAIN_STREAM, _VALIDATION_STREAM = 0, 1
 
 
 class PaperEpisode(Episode):
-    """The paper game's :class:`negolib.env.Episode` as a :class:`~negolib.training.rollout.TrainableEpisode`:
-    its outcome carries Eq. 1's reward and the score S; the driver's floor is ``-lambda``; a bad parse is a turn
-    without a valid action."""
+    """The paper game's :class:`~negolib.games.multi_issue.env.Episode` as a
+    :class:`~negolib.training.rollout.TrainableEpisode`: its outcome carries Eq. 1's reward and the score S; the
+    driver's floor is ``-lambda``; a bad parse is a turn without a valid action."""
 
     @property
     def no_deal_floor(self) -> float:
@@ -138,8 +138,8 @@ def roundtrip_dialogue(item: ScenarioItem, config: TrainConfig, turns: int = 4) 
 def paper_task(config: TrainConfig) -> TrainingTask:
     """The paper's game as the trainer plays it under ``config``: the policy sells on :func:`scenario_items`
     (train and validation) in the training environment (:func:`env_config`), rendered by
-    :func:`negolib.prompts.render_messages`; opponents default to :func:`default_buyers`; records are checked
-    against the transcript schema (:func:`negolib.training.runlog.append_records`)."""
+    :func:`~negolib.games.multi_issue.prompts.render_messages`; opponents default to :func:`default_buyers`; records are
+    checked against the transcript schema (:func:`negolib.training.runlog.append_records`)."""
     train = tuple(scenario_items(config, "train"))
     return TrainingTask(
         episode_factory=paper_episodes(env_config(config)),

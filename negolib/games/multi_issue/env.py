@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from negolib.domains import Domain
-from negolib.protocol import apply_terms, parse_action
-from negolib.scenarios import PartyPrefs, Role, Scenario, other
+from negolib.games.multi_issue.domains import Domain
+from negolib.games.multi_issue.protocol import apply_terms, parse_action
+from negolib.games.multi_issue.scenarios import PartyPrefs, Role, Scenario, other
+from negolib.games.multi_issue.utility import contributions, normalized_utility
 from negolib.transcripts import SCHEMA_VERSION
-from negolib.utility import contributions, normalized_utility
 
 
 @dataclass(frozen=True)

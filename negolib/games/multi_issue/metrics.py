@@ -22,7 +22,7 @@ Choices (ours):
   that carried terms (deals closed by the seller; the buyer's closing accepts are not counted).
 * **Bad-parse rates** are over all turns (both parties) and over the seller's own turns.
 * **Invalid-accept rate** is over the seller's own turns: the share that were an ACCEPT with no
-  buyer COUNTER to accept (the fair-ACCEPT rule of :mod:`negolib.env`, ours). Such a turn is also
+  buyer COUNTER to accept (the fair-ACCEPT rule of :mod:`negolib.games.multi_issue.env`, ours). Such a turn is also
   one of the seller's bad parses.
 
 Column contract: the episode table of :func:`negolib.transcripts.episodes_frame` (one row per
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from negolib.domains import load_domains
+from negolib.games.multi_issue.domains import load_domains
 
 Column = str | Callable[[pd.DataFrame], np.ndarray] | None
 
@@ -251,7 +251,7 @@ def add_utility_split(df: pd.DataFrame, domains: dict | None = None) -> pd.DataF
     Sums the per-term contributions (``seller_terms``/``buyer_terms``, domain order) over the
     domain's continuous (distributive) and categorical/binary (integrative) issues; the two parts
     sum to U~ up to U~'s clipping to [0, 1] (which never binds: contributions are >= 0 and sum
-    to <= 1). ``domains`` maps name -> Domain (default: :func:`negolib.domains.load_domains`).
+    to <= 1). ``domains`` maps name -> Domain (default: :func:`negolib.games.multi_issue.domains.load_domains`).
     """
     if domains is None:
         domains = load_domains()

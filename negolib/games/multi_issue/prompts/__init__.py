@@ -1,7 +1,7 @@
 """Prompt rendering for both scaffolds [paper §3, App. A; SPEC 4].
 
 Every word a party reads comes from the Jinja2 templates in this folder; this module only turns a
-:class:`~negolib.env.PartyView` into template data and assembles chat messages.
+:class:`~negolib.games.multi_issue.env.PartyView` into template data and assembles chat messages.
 
 * ``training``: a multi-turn chat. System message, then a first user message (private brief and
   the turn-1 instruction; a party that does not open also gets the counterpart's opening prose
@@ -15,10 +15,10 @@ Every word a party reads comes from the Jinja2 templates in this folder; this mo
 Both give the party its private brief and its reservation value ("any deal that gives you at least
 X of your best possible value beats no deal") and never state the turn cap.
 
-What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.protocol.clean_prose`)
+What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.chat_template.clean_prose`)
 and as ledger values. Contract terms are the environment's canonical values, one ``- name: value``
 line each; off-schema names and values, which a party chose freely, are shown through
-:func:`negolib.protocol.display_text` (one short line, no tags, brackets or quotes) on a separate
+:func:`negolib.games.multi_issue.protocol.display_text` (one short line, no tags, brackets or quotes) on a separate
 "Unrecognised terms (not part of the contract, never counted)" line, at most
 :data:`MAX_UNRECOGNISED_SHOWN` of them. Where the environment writes lines around the prose (the
 evaluation history, the training scaffold with ``training_show_ledger``) the prose is kept to one
@@ -35,10 +35,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from negolib.domains import Domain, Issue
-from negolib.env import PartyView
-from negolib.protocol import display_text
-from negolib.scenarios import other
+from negolib.games.multi_issue.domains import Domain, Issue
+from negolib.games.multi_issue.env import PartyView
+from negolib.games.multi_issue.protocol import display_text
+from negolib.games.multi_issue.scenarios import other
 from negolib.training.config import Scaffold
 
 SCAFFOLDS: tuple[str, ...] = ("training", "evaluation")

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.domains import Domain, Issue
-from negolib.env import PartyView
-from negolib.scenarios import PartyPrefs, other
-from negolib.utility import normalized_utility
+from negolib.games.multi_issue.domains import Domain, Issue
+from negolib.games.multi_issue.env import PartyView
+from negolib.games.multi_issue.scenarios import PartyPrefs, other
+from negolib.games.multi_issue.utility import normalized_utility
 
 _OPEN = ("Thanks for making time for this. ", "Good to meet you. ", "I'm glad we can talk this through. ")
 _COUNTER = ("I've looked at where we stand. ", "Thanks, that helps. ", "Let me come back with a proposal. ",

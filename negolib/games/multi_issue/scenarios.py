@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from negolib.domains import Domain, load_domains
+from negolib.games.multi_issue.domains import Domain, load_domains
 
 Role = Literal["seller", "buyer"]
 ROLES: tuple[Role, Role] = ("seller", "buyer")

@@ -32,11 +32,11 @@ from typing import Any
 
 from negolib.agents.base import Agent
 from negolib.agents.hf_agent import fit_prompt
-from negolib.agents.scripted import make_scripted
 from negolib.chat_template import derive_turn_tags
-from negolib.env import EnvConfig, Episode
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.prompts import render_messages
+from negolib.games.multi_issue.scripted import make_scripted
 from negolib.models import load_causal_lm, prefill_kwargs
-from negolib.prompts import render_messages
 from negolib.training.checkpoints import atomic_dir
 from negolib.training.config import WarmupConfig
 

@@ -28,8 +28,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from negolib.agents.base import Agent, AgentReply, act_contained, error_text, reply_problem
-from negolib.env import EnvConfig, Episode, PartyView
-from negolib.scenarios import Scenario
+from negolib.games.multi_issue.env import EnvConfig, Episode, PartyView
+from negolib.games.multi_issue.scenarios import Scenario
 from negolib.transcripts import SCHEMA_VERSION, TranscriptStore, record_key
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from negolib.domains import Domain, Issue
-from negolib.scenarios import PartyPrefs, Scenario
+from negolib.games.multi_issue.domains import Domain, Issue
+from negolib.games.multi_issue.scenarios import PartyPrefs, Scenario
 
 _MISSING = object()
 

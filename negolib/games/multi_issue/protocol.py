@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from negolib.chat_template import TEMPLATE_TAG_RE
-from negolib.domains import Domain, Issue
+from negolib.chat_template import clean_prose
+from negolib.games.multi_issue.domains import Domain, Issue
 
 ActionKind = Literal["COUNTER", "ACCEPT"]
 ACTION_KEYS = frozenset({"action", "terms", "notes"})
@@ -40,14 +40,6 @@ MAX_TERMS = 64
 DISPLAY_CHARS = 40  # what one party names is shown to the other cut to this many characters
 _SCALARS = frozenset({str, int, float, bool})  # JSON decoding yields exactly these types
 
-# C0/C1 controls (not tab or newline), zero-width and invisible characters, bidirectional embeddings,
-# overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+200E/F, U+061C), line/paragraph separators,
-# interlinear annotations, the BOM and the invisible Unicode tag characters (U+E0000-U+E007F).
-_CONTROL_RE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
-_FENCE_RE = re.compile(r"```[a-zA-Z]*")
 _DISPLAY_DROP_RE = re.compile(r'[<>\[\]{}|`"\\]')  # what could open a tag, a JSON object or a quote
 _WS_RE = re.compile(r"\s+")
 
@@ -86,30 +78,6 @@ class ParseResult:
     @property
     def ok(self) -> bool:
         return self.action is not None
-
-
-def _strip_tags(text: str) -> str:
-    """Remove template tags and code fences until none is left (removing one can join another)."""
-    while True:
-        before = len(text)
-        if "<" in text or "[" in text:
-            text = TEMPLATE_TAG_RE.sub("", text)
-        if "`" in text:
-            text = _FENCE_RE.sub("", text)
-        if len(text) == before:  # both only delete: an unchanged length means nothing was removed
-            return text
-
-
-def clean_prose(text: str) -> str:
-    """Counterpart-visible text: no template tags, no control, invisible or bidirectional-override
-    characters, no code fences; runs of spaces collapsed."""
-    if not (text.isascii() and text.isprintable()):
-        text = _CONTROL_RE.sub("", text)
-    text = _strip_tags(text).strip()
-    if "  " in text or "\t" in text or "\n" in text:
-        text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
-        text = re.sub(r"\n{3,}", "\n\n", text)
-    return text.strip()
 
 
 class _DuplicateKeys(dict):
