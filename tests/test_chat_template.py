@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from negolib.chat_template import (
+    TEMPLATE_TAG_RE,
     ChatTemplateError,
     assert_roundtrip,
     derive_turn_tags,
@@ -16,7 +17,6 @@ from negolib.chat_template import (
     strip_template_tags,
 )
 from negolib.games.multi_issue.prompts import render_messages
-from negolib.games.multi_issue.protocol import TEMPLATE_TAG_RE
 from negolib.models import GEMMA_TEMPLATE, tiny_tokenizer
 
 DIALOGUE = [

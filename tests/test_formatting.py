@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from negolib import evaluation, stats
+from negolib import evaluation, paired
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
 from negolib.report import appendix_d_e, booktable, cells, training
 
@@ -43,5 +43,5 @@ def test_the_sign_rule_is_explicit():
 
 def test_one_formatter_everywhere():
     """The modules that format intervals share the one function (no local variants with their own rules)."""
-    assert stats.fmt_ci is evaluation.fmt_ci is fmt_ci
+    assert paired.fmt_ci is evaluation.fmt_ci is fmt_ci
     assert booktable.fmt_ci is cells.fmt_ci is training.fmt_ci is appendix_d_e.fmt_ci is fmt_ci

@@ -8,15 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from negolib.chat_template import TEMPLATE_TAG_RE, clean_prose
 from negolib.games.multi_issue.domains import get_domain
 from negolib.games.multi_issue.protocol import (
     DISPLAY_CHARS,
     MAX_TEXT_CHARS,
-    TEMPLATE_TAG_RE,
     Term,
     apply_terms,
     canonical_value,
-    clean_prose,
     display_text,
     parse_action,
 )
