@@ -1,13 +1,18 @@
 """Multi-turn GRPO training of the seller [paper §3 "Optimization", App. H, App. I; SPEC 6].
 
 * :mod:`config`: :class:`TrainConfig`, the recipe (paper defaults, validated overrides);
-* :mod:`data`: training / validation scenario sets with each scenario's buyer fixed as a field;
-* :mod:`rollout`: token-level multi-turn rollouts (``prompt_ids``, ``completion_ids``, ``env_mask``);
+* :mod:`data`: scenario items (a scenario and its fixed opponent) and TRL's dataset rows of any game
+  (the paper's scenario sets are :mod:`negolib.games.multi_issue.training`'s);
+* :mod:`rollout`: token-level multi-turn rollouts of any game's episodes (``prompt_ids``,
+  ``completion_ids``, ``env_mask``);
 * :mod:`advantages`: NeMo-RL's leave-one-out advantages;
 * :mod:`grpo`: TRL ``GRPOTrainer`` subclass, ``rollout_func``, logging, validation, :func:`train`;
 * :mod:`schedule`: warmup-cosine with a floor, continuations;
 * :mod:`flops`: App. I FLOP accounting and Table 8;
-* :mod:`checkpoints`: atomic checkpoint directories and resume.
+* :mod:`checkpoints`: atomic checkpoint directories and resume;
+* :mod:`runlog`: per-step training logs and training transcripts;
+* :mod:`ladder`: the learning ladder's CI rung and its sabotaged twins;
+* :mod:`runs`: a profile's training runs, their arms and agents (the study level).
 
 Torch, transformers and TRL are imported only when a run is built.
 """
