@@ -50,7 +50,6 @@ from negolib.formatting import fmt_ci
 from negolib.games import get_game
 from negolib.games.bilateral.env import BilateralConfig
 from negolib.games.bilateral.metrics import tier_metrics
-from negolib.games.bilateral.prompts import money
 from negolib.games.bilateral.scenarios import (
     COST_RANGE,
     EVAL_SEED_START,
@@ -71,6 +70,7 @@ from negolib.games.bilateral.training import (
     sft_dataset,
     stage_seeds,
 )
+from negolib.games.toolcalls import money
 from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.report.tournament import (

@@ -52,7 +52,6 @@ from negolib.book import open_book, summarize_warnings
 from negolib.errors import ValidationError
 from negolib.formatting import fmt_ci
 from negolib.games import get_game
-from negolib.games.bilateral.prompts import money
 from negolib.games.multi_buyer.buyers import STYLES
 from negolib.games.multi_buyer.metrics import outcomes_frame
 from negolib.games.multi_buyer.scenarios import (
@@ -77,6 +76,7 @@ from negolib.games.multi_buyer.training import (
     stage_table,
 )
 from negolib.games.sft import SFTConfig, run_sft
+from negolib.games.toolcalls import money
 from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.tournament import read_matches, run_tournament

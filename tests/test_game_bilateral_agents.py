@@ -24,15 +24,7 @@ from negolib.agents.hf_agent import PromptTruncationWarning
 from negolib.chat_template import decode_turn, encode_text
 from negolib.games.base import UnknownAgent
 from negolib.games.bilateral import BilateralGame
-from negolib.games.bilateral.agents import (
-    AnthropicBargainer,
-    HFBargainer,
-    LMOptions,
-    OpenAIBargainer,
-    anthropic_messages,
-    openai_messages,
-    template_supports_tools,
-)
+from negolib.games.bilateral.agents import AnthropicBargainer, HFBargainer, OpenAIBargainer
 from negolib.games.bilateral.env import BilateralConfig, Episode
 from negolib.games.bilateral.play import play_episodes, reply_turn
 from negolib.games.bilateral.prompts import chat_messages, past_view, system_prompt, turn_message
@@ -40,6 +32,7 @@ from negolib.games.bilateral.protocol import CLOSE_TAG, OPEN_TAG, Action, Struct
 from negolib.games.bilateral.scenarios import make_scenario
 from negolib.games.bilateral.scripted import make_scripted
 from negolib.games.bilateral.tools import anthropic_tools, openai_tools
+from negolib.games.toolagents import LMOptions, anthropic_messages, openai_messages, template_supports_tools
 from negolib.models import tiny_causal_lm
 from negolib.sampling import SamplingConfig
 from negolib.secrets import MissingKeyError
@@ -105,9 +98,9 @@ def tiny(template: str | None = None) -> tuple[Any, Any]:
     return model, tok
 
 
-class ForcedHF(HFBargainer):
-    """The local-model agent with a deterministic generator: each prompt gets ``script[turn]`` (the turn read from
-    the prompt's last "Turn N of" line); the prompts it saw are kept as text."""
+class ForcedGeneration:
+    """A deterministic generator for a local tool agent (mixed in before it): each prompt gets ``script[turn]`` (the
+    turn read from the prompt's last "Turn N of" line); the prompts it saw are kept as text."""
 
     def __init__(self, *args: Any, script: dict[int, str], **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -121,6 +114,10 @@ class ForcedHF(HFBargainer):
             turn = int(re.findall(r"Turn (\d+) of", text)[-1])
             comps.append(encode_text(self.tokenizer, self.script[turn]) + [self.tags.stop_ids[0]])
         return comps, [[0.0] * len(c) for c in comps], [True] * len(comps)
+
+
+class ForcedHF(ForcedGeneration, HFBargainer):
+    """The bilateral local-model agent with the forced generator."""
 
 
 class Recording:

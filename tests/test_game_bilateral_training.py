@@ -14,7 +14,7 @@ pytest.importorskip("trl")
 from game_helpers import PlanGenerator, one_step, one_step_recipe, save_tiny_base, spied_grpo  # noqa: E402
 
 from negolib.chat_template import derive_turn_tags, encode_chat, strip_template_tags  # noqa: E402
-from negolib.games.bilateral.agents import HFBargainer, LMOptions  # noqa: E402
+from negolib.games.bilateral.agents import HFBargainer  # noqa: E402
 from negolib.games.bilateral.env import BilateralConfig, Episode  # noqa: E402
 from negolib.games.bilateral.game import BilateralGame  # noqa: E402
 from negolib.games.bilateral.metrics import tier_metrics  # noqa: E402
@@ -39,6 +39,7 @@ from negolib.games.bilateral.training import (  # noqa: E402
     sft_dataset,
     stage_table,
 )
+from negolib.games.toolagents import LMOptions  # noqa: E402
 from negolib.models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 from negolib.tournament import run_tournament  # noqa: E402
 from negolib.training.rollout import RolloutEngine, RolloutLimits  # noqa: E402

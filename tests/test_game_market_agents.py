@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from game_helpers import APIS, FAST, KEY_ENV, check_failed_request, check_key_kept, play_api_seller
 from servers import ChatReply, ChatRequest, ChatServer, tool_responder, turn_responder
-from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE, ForcedHF
+from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE, ForcedGeneration
 from test_game_bilateral_agents import Recording as BilateralRecording
 
 from negolib.agents.base import AgentReply
@@ -30,7 +30,6 @@ from negolib.cli import main
 from negolib.games import get_game
 from negolib.games.base import UnknownAgent
 from negolib.games.bilateral import BilateralGame
-from negolib.games.bilateral.prompts import money
 from negolib.games.multi_buyer import MultiBuyerGame
 from negolib.games.multi_buyer import prompts as mb_prompts
 from negolib.games.multi_buyer.agents import SPEECH as MB_SPEECH
@@ -53,7 +52,7 @@ from negolib.games.multi_product.protocol import Offer, format_message
 from negolib.games.multi_product.scenarios import MarketConfig as MPConfig
 from negolib.games.multi_product.scenarios import make_scenario as mp_scenario
 from negolib.games.multi_product.sellers import make_seller as mp_seller
-from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, reply_turn
+from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, money, reply_turn
 from negolib.models import tiny_causal_lm
 from negolib.sampling import SamplingConfig
 from negolib.secrets import MissingKeyError
@@ -76,7 +75,7 @@ def msg(to: str = "buyer_1", product: str = "product_1", price: str = "1000", me
     return f"TO: {to}\nPRODUCT: {product}\nPRICE: {price}\nMESSAGE: {message}"
 
 
-class Forced(ForcedHF, HFSeller):
+class Forced(ForcedGeneration, HFSeller):
     """The market seller with the bilateral tests' forced generator: each prompt gets ``script[turn]`` (the turn read
     from the prompt's last "Turn N of" line); the prompts it saw are kept as text."""
 

@@ -22,7 +22,6 @@ from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
 from negolib.chat_template import encode_text
-from negolib.games.bilateral.prompts import money
 from negolib.games.multi_buyer import MultiBuyerGame
 from negolib.games.multi_buyer import buyer_prompts as bp
 from negolib.games.multi_buyer.agents import LMOptions
@@ -39,7 +38,7 @@ from negolib.games.multi_buyer.lm_buyers import (
 from negolib.games.multi_buyer.scenarios import MarketConfig, make_scenario
 from negolib.games.multi_buyer.sellers import SELLERS, make_seller
 from negolib.games.multi_buyer.tools import anthropic_tools, buyer_tools
-from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, reply_turn
+from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, money, reply_turn
 from negolib.models import tiny_causal_lm
 from negolib.sampling import SamplingConfig
 from negolib.secrets import MissingKeyError

@@ -118,6 +118,13 @@ VIOLATIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agents.hf_agent", "games.multi_issue.prompts"): ("layers", "games"),  # an agent rendering a game's prompts
     ("stats", "games.base"): ("layers", "games"),  # the bootstrap naming the games
     ("games.training", "games.bilateral.env"): ("games-share",),  # what the games share naming one game
+    ("games.toolagents", "games.bilateral.agents"): ("games-share",),  # the shared tool agents naming one game
+    ("games.multi_buyer.agents", "games.bilateral.agents"): ("games-apart",),  # one game building on another
+    ("games.bilateral.env", "games.multi_issue.env"): ("games-apart",),
+    ("games.multi_product.agents", "games.bilateral.agents"): ("games-apart-markets",),
+    ("games.multi_buyer.agents", "games.multi_product.agents"): ("games-apart",),  # the markets the wrong way round
+    ("games.multi_product.agents", "games.multi_buyer.agents"): (),  # allowed: the markets share their machinery
+    ("games.multi_buyer.agents", "games.toolagents"): (),  # allowed: a game over the shared tool agents
 }
 
 
@@ -161,7 +168,8 @@ def test_the_contracts_catch_violations(tmp_path, monkeypatch, inject):
     modules += [m.removeprefix("negolib.") for c in contracts
                 for m in (*c.get("source_modules", []), *c.get("forbidden_modules", []))]
     modules += ["games.base", "report.tables", "analysis.contrasts", "games.multi_issue.env",
-                "games.multi_issue.prompts", "games.bilateral.env", "games.training", "training.grpo"]
+                "games.multi_issue.prompts", "games.bilateral.env", "games.training", "training.grpo",
+                "games.bilateral.agents", "games.multi_buyer.agents", "games.multi_product.agents"]
     modules = sorted(set(modules) - {"negolib"})
     imports: dict[str, list[str]] = {}
     for importer, imported in inject:

@@ -14,17 +14,18 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from negolib.agents.api_agent import RetryPolicy
 from negolib.agents.base import AgentReply
-from negolib.agents.hf_agent import DEFAULT_PROMPT_CAP
 from negolib.chat_template import clean_prose
-from negolib.sampling import SamplingConfig
 
 MAX_TEXT_CHARS = 16_000
 OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
+ToolFormat = Literal["native", "text"]
+"""How a chat carries tool calls: ``native`` (assistant ``tool_calls`` and ``tool`` result messages, for tool-calling
+APIs and chat templates with tool support) or ``text`` (``<tool_call>`` JSON in the assistant text, the tool schemas
+in the system prompt, results folded into the next user message)."""
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _FENCE_RE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _CALL_START_RE = re.compile(r'\{\s*"(?:name|arguments|parameters)"')
@@ -397,6 +398,11 @@ def positive_number(tool: str, field: str, value: Any, maximum: float) -> float:
     return price
 
 
+def money(price: float) -> str:
+    """A price as the tool-calling games write it in messages: ``$1,234.50``."""
+    return f"${price:,.2f}"
+
+
 def format_call(call: Mapping[str, Any]) -> str:
     """The Hermes-style text of a call: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
     return f"{OPEN_TAG}\n{json.dumps(call)}\n{CLOSE_TAG}"
@@ -421,27 +427,7 @@ def from_anthropic_content(content: Sequence[Any]) -> StructuredTurn:
 
 
 
-@dataclass(frozen=True)
-class LMOptions:
-    """How a tool-calling game builds its language-model agents (bilateral's and the markets' ``LMAgents``):
-    sampling (its seed is the agent's), local-model batch, prompt cap, dtype, device and tool format; for API agents
-    the key variables (keys are read from the environment only, when an agent is built), endpoints (None: the SDK's
-    default or its ``*_BASE_URL`` variable), concurrency and retries."""
-
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    max_batch: int = 16
-    prompt_cap: int = DEFAULT_PROMPT_CAP
-    dtype: str = "float32"
-    device: str = "cpu"
-    tool_format: Literal["auto", "native", "text"] = "auto"
-    openai_key_env: str = "OPENAI_API_KEY"
-    anthropic_key_env: str = "ANTHROPIC_API_KEY"
-    openai_base_url: str | None = None
-    anthropic_base_url: str | None = None
-    max_concurrency: int = 8
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
 __all__ = ["CALL_KEYS", "CLOSE_TAG", "DECODER", "OPEN_TAG", "ArgumentKeys", "DuplicateKeys", "Extracted", "Malformed",
-           "LMOptions", "StructuredTurn", "ToolCall", "call_arguments", "candidate_call", "extract", "format_call",
-           "from_anthropic_content", "from_openai_message", "positive_number", "raw_calls", "reply_turn",
+           "StructuredTurn", "ToolCall", "ToolFormat", "call_arguments", "candidate_call", "extract", "format_call",
+           "from_anthropic_content", "from_openai_message", "money", "positive_number", "raw_calls", "reply_turn",
            "schema_keys", "short", "structured_call", "tool_name"]

@@ -23,7 +23,8 @@ import pandas as pd
 
 from negolib.agents.base import AgentReply
 from negolib.games.seeds import SeedBlocks
-from negolib.games.toolcalls import LMOptions, StructuredTurn, reply_turn
+from negolib.games.toolagents import LMOptions
+from negolib.games.toolcalls import StructuredTurn, reply_turn
 from negolib.sampling import SamplingConfig
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.training.config import TrainConfig

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from negolib.games.base import Game, Payoffs, UnknownAgent
-from negolib.games.bilateral.agents import LM_FORMS, LMAgents, LMOptions, split_name
+from negolib.games.bilateral.agents import BargainerAgents
 from negolib.games.bilateral.env import BilateralConfig
 from negolib.games.bilateral.play import play_episodes
 from negolib.games.bilateral.scenarios import BilateralScenario, evaluation_set, parse_key
 from negolib.games.bilateral.scripted import STRATEGIES, make_scripted
+from negolib.games.toolagents import LM_FORMS, LMOptions, split_name
 
 
 def _clip(x: float) -> float:
@@ -35,7 +36,7 @@ class BilateralGame(Game):
 
     def __init__(self, config: BilateralConfig | None = None, lm: LMOptions | None = None) -> None:
         self.config = config or BilateralConfig()
-        self.lm_agents = LMAgents(lm or LMOptions())  # local weights are loaded once per game object
+        self.lm_agents = BargainerAgents(lm or LMOptions())  # local weights are loaded once per game object
 
     def scripted_strategies(self) -> tuple[str, ...]:
         return tuple(sorted(STRATEGIES))

@@ -14,21 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 from negolib.games.bilateral.env import BargainView, HistoryEntry
 from negolib.games.bilateral.protocol import Action, format_tool_call
 from negolib.games.bilateral.tools import ACCEPT_OFFER, MAKE_OFFER, TOOLS, WALK_AWAY
-
-ToolFormat = Literal["native", "text"]
-"""How a chat carries tool calls: ``native`` (assistant ``tool_calls`` and ``tool`` result messages, for tool-calling
-APIs and chat templates with tool support) or ``text`` (``<tool_call>`` JSON in the assistant text, the tool schemas
-in the system prompt, results folded into the next user message)."""
-
-
-def money(price: float) -> str:
-    """``$1,234.50``."""
-    return f"${price:,.2f}"
+from negolib.games.toolcalls import ToolFormat, money
 
 
 def _tier_text(view: BargainView) -> str:

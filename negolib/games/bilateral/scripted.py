@@ -16,9 +16,9 @@ from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.games.bilateral.env import BargainView
-from negolib.games.bilateral.prompts import money
 from negolib.games.bilateral.protocol import Action, format_tool_call
 from negolib.games.bilateral.tools import ACCEPT_OFFER, MAKE_OFFER
+from negolib.games.toolcalls import money
 
 SURFACES = ("structured", "text")
 

@@ -1,7 +1,7 @@
-"""Language-model and API sellers of the markets (this one and the multi-product market), after the bilateral agents.
+"""Language-model and API sellers of the markets (this one and the multi-product market), on the shared tool agents.
 
 Contract: a :class:`Speech` says how a market's seller speaks (its chat, its tools or None for a text protocol, its
-turn accounting). :class:`HFSeller` is the bilateral local-model agent (batched seeded sampling, a prompt cap
+turn accounting). :class:`HFSeller` is the shared local tool-calling agent (batched seeded sampling, a prompt cap
 dropping the oldest own turns, tools through the chat template or as ``<tool_call>`` text) speaking a market;
 :class:`OpenAISeller` / :class:`AnthropicSeller` are the shared API agents with native tool calls (in
 ``extra["tool_calls"]``) or plain text, a failed request that episode's error reply. :class:`SellerAgents` builds
@@ -18,9 +18,13 @@ from negolib.agents.anthropic_agent import AnthropicAgent
 from negolib.agents.api_agent import Completion
 from negolib.agents.base import AgentReply
 from negolib.agents.openai_agent import OpenAIAgent
-from negolib.games.bilateral.agents import (
+from negolib.games.multi_buyer.env import SellerView, already_bought_error
+from negolib.games.multi_buyer.prompts import chat_messages
+from negolib.games.multi_buyer.protocol import NO_CALL_ERROR, SellerAction, parse_seller_turn
+from negolib.games.multi_buyer.tools import anthropic_tools, seller_tools
+from negolib.games.toolagents import (
     LM_FORMS,
-    HFBargainer,
+    HFToolAgent,
     LMAgents,
     LMOptions,
     ToolChat,
@@ -31,10 +35,6 @@ from negolib.games.bilateral.agents import (
     render_prompt,
     split_name,
 )
-from negolib.games.multi_buyer.env import SellerView, already_bought_error
-from negolib.games.multi_buyer.prompts import chat_messages
-from negolib.games.multi_buyer.protocol import NO_CALL_ERROR, SellerAction, parse_seller_turn
-from negolib.games.multi_buyer.tools import anthropic_tools, seller_tools
 from negolib.games.toolcalls import reply_turn
 from negolib.sampling import SamplingConfig
 
@@ -86,8 +86,8 @@ class _Own(NamedTuple):
 
 
 class _OwnTurns(NamedTuple):
-    """A market view as :meth:`HFBargainer.prompt_ids` reads one (its id, turn, role and one entry per own past
-    turn), so the bilateral prompt cap (the oldest own turns dropped first, with its warnings) serves the markets."""
+    """A market view as :meth:`HFToolAgent.prompt_ids` reads one (its id, turn, role and one entry per own past
+    turn), so the shared prompt cap (the oldest own turns dropped first, with its warnings) serves the markets."""
 
     view: Any
     episode_id: str
@@ -100,15 +100,17 @@ class _OwnTurns(NamedTuple):
         return cls(view, view.episode_id, view.turn, "seller", (_Own("seller"),) * (view.turn - 1))
 
 
-class HFSeller(HFBargainer):
+class HFSeller(HFToolAgent):
     """A local transformers model as a market seller (see the module docstring). ``tool_format`` as for
-    :class:`HFBargainer` (``"auto"``, ``"native"``, ``"text"``); a text protocol is always ``"text"``."""
+    :class:`~negolib.games.toolagents.HFToolAgent` (``"auto"``, ``"native"``, ``"text"``); a text protocol is
+    always ``"text"``."""
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None, *, speech: Speech,
                  tool_format: Literal["auto", "native", "text"] = "auto", **kw: Any) -> None:
-        super().__init__(model, tokenizer, sampling, tool_format=tool_format if speech.tools else "text", **kw)
+        super().__init__(model, tokenizer, sampling, tool_format=tool_format if speech.tools else "text",
+                         stats=speech.stats(), **kw)
         self.speech = speech
-        self.tool_stats = speech.stats()  # type: ignore[assignment]
+        self.game = speech.game
 
     def messages(self, view: Any, drop: int = 0) -> Chat:  # type: ignore[override]
         """The chat of ``view`` in this agent's tool format."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from negolib.games.bilateral.prompts import ToolFormat, money
 from negolib.games.multi_buyer.env import BuyerView, ThreadEntry
 from negolib.games.multi_buyer.protocol import BuyerAction, format_tool_call
 from negolib.games.multi_buyer.tools import ACCEPT_OFFER, COUNTER_OFFER, DECLINE, buyer_tools
+from negolib.games.toolcalls import ToolFormat, money
 
 Chat = list[dict[str, Any]]
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.games.bilateral.prompts import money
 from negolib.games.multi_buyer.env import BuyerView
 from negolib.games.multi_buyer.protocol import BuyerAction, format_tool_call
 from negolib.games.multi_buyer.scenarios import ALL_STYLES, HELDOUT_STYLES, TRAIN_STYLES
 from negolib.games.multi_buyer.tools import ACCEPT_OFFER, COUNTER_OFFER, DECLINE
+from negolib.games.toolcalls import money
 
 SURFACES = ("structured", "text")
 

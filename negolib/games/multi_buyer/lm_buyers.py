@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from negolib.agents.base import AgentReply
-from negolib.games.bilateral.agents import HFBargainer, LMOptions, TurnStats
 from negolib.games.multi_buyer.agents import (
     AnthropicSeller,
     HFSeller,
@@ -37,6 +36,7 @@ from negolib.games.multi_buyer.buyer_prompts import chat_messages
 from negolib.games.multi_buyer.env import INVALID_ACCEPT_ERROR, BuyerView
 from negolib.games.multi_buyer.protocol import BuyerAction, parse_buyer_turn
 from negolib.games.multi_buyer.tools import ACCEPT_OFFER, buyer_tools
+from negolib.games.toolagents import HFToolAgent, LMOptions, TurnStats
 from negolib.games.toolcalls import reply_turn
 
 NO_BUYER_CALL_ERROR = "no buyer call: every answer must call accept_offer, counter_offer or decline"
@@ -103,7 +103,7 @@ class HFBuyer(HFSeller):
         super().__init__(model, tokenizer, *args, speech=speech, **kw)
 
     def prompt_ids(self, view: Any) -> tuple[list[int], int]:  # type: ignore[override]
-        return HFBargainer.prompt_ids(self, buyer_turn(view))  # type: ignore[arg-type]
+        return HFToolAgent.prompt_ids(self, buyer_turn(view))  # type: ignore[arg-type]
 
     def act_batch(self, views: Sequence[Any]) -> list[AgentReply]:  # type: ignore[override]
         return super().act_batch([buyer_turn(v) for v in views])  # type: ignore[arg-type]

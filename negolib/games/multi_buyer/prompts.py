@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from negolib.games.bilateral.prompts import ToolFormat, money
 from negolib.games.multi_buyer.env import Refused, SellerView, ThreadEntry
 from negolib.games.multi_buyer.protocol import SellerAction, format_tool_call
 from negolib.games.multi_buyer.scenarios import buyer_id
 from negolib.games.multi_buyer.tools import ACCEPT_OFFER, COUNTER_OFFER, DECLINE, MESSAGE_BUYER, seller_tools
+from negolib.games.toolcalls import ToolFormat, money
 
 Chat = list[dict[str, Any]]
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.games.bilateral.prompts import money
 from negolib.games.multi_buyer.buyers import SURFACES
 from negolib.games.multi_buyer.env import SellerView
 from negolib.games.multi_buyer.protocol import SellerAction, format_tool_call
 from negolib.games.multi_buyer.scenarios import buyer_id
 from negolib.games.multi_buyer.tools import COUNTER_OFFER, DECLINE
+from negolib.games.toolcalls import money
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from negolib.games.bilateral.prompts import money
 from negolib.games.multi_buyer.prompts import check_past_turn, refusals_before, seller_turn_message
 from negolib.games.multi_product.env import SellerView, ThreadEntry
 from negolib.games.multi_product.protocol import ACCEPT, DECLINE, MAX_MESSAGE_CHARS, Offer, format_message
 from negolib.games.multi_product.scenarios import buyer_id, product_id
+from negolib.games.toolcalls import money
 
 Chat = list[dict[str, Any]]
 NO_MESSAGE = "(no message)"
