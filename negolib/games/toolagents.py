@@ -373,6 +373,10 @@ class LMAgents:
     def make(self, name: str, role: str, seed: int) -> Agent:
         """The agent ``name`` for ``role``; ``ValueError`` for a name of another form, a role it does not play or a
         missing model folder."""
+        missing = [c for c in ("hf_cls", "openai_cls", "anthropic_cls") if not hasattr(self, c)]
+        if missing:
+            raise TypeError(f"{type(self).__name__} names no {', '.join(missing)}: build agents through a game's "
+                            "LMAgents subclass (e.g. negolib.games.bilateral.agents.BargainerAgents)")
         parsed = split_name(name)
         if parsed is None:
             raise ValueError(f"{name!r} is not a language-model agent; forms: {', '.join(LM_FORMS)}")
