@@ -153,10 +153,15 @@ class HFToolAgent(HFAgent):
         """The chat of ``view`` (without the ``drop`` oldest own turns) in this agent's tool format: the game's."""
         raise NotImplementedError
 
+    def tools_for(self, view: Any) -> list[dict[str, Any]] | None:
+        """The tool schemas a native prompt of ``view`` carries (here the agent's ``tools``; a game whose tools
+        depend on the view overrides this)."""
+        return self._tools
+
     def render(self, view: Any, drop: int = 0) -> str:
         """The prompt text of ``view`` (without the ``drop`` oldest own turns)."""
         return render_prompt(self.tokenizer, self.messages(view, drop), self.tool_format, self.sampling.thinking,
-                             self._tools)
+                             self.tools_for(view))
 
     def prompt_ids(self, view: Any) -> tuple[list[int], int]:  # type: ignore[override]
         """(prompt ids, own past turns dropped): the oldest own turns go, one at a time, until the prompt fits the

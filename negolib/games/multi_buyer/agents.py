@@ -24,6 +24,7 @@ from negolib.games.multi_buyer.protocol import NO_CALL_ERROR, SellerAction, pars
 from negolib.games.multi_buyer.tools import anthropic_tools, seller_tools
 from negolib.games.toolagents import (
     LM_FORMS,
+    Chat,
     HFToolAgent,
     LMAgents,
     LMOptions,
@@ -32,13 +33,10 @@ from negolib.games.toolagents import (
     TurnStats,
     anthropic_tool_request,
     openai_tool_request,
-    render_prompt,
     split_name,
 )
 from negolib.games.toolcalls import reply_turn
 from negolib.sampling import SamplingConfig
-
-Chat = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -116,12 +114,10 @@ class HFSeller(HFToolAgent):
         """The chat of ``view`` in this agent's tool format."""
         return self.speech.chat(view.view if isinstance(view, _OwnTurns) else view, self.tool_format, drop)
 
-    def render(self, view: Any, drop: int = 0) -> str:  # type: ignore[override]
-        """The prompt text of ``view`` (without the ``drop`` oldest own turns), with its market's tools."""
+    def tools_for(self, view: Any) -> list[dict[str, Any]] | None:
+        """The tool schemas of ``view``'s market (None for a text protocol)."""
         inner = view.view if isinstance(view, _OwnTurns) else view
-        tools = self.speech.tools(inner) if self.speech.tools is not None and self.tool_format == "native" else None
-        return render_prompt(self.tokenizer, self.messages(inner, drop), self.tool_format, self.sampling.thinking,
-                             tools)
+        return self.speech.tools(inner) if self.speech.tools is not None and self.tool_format == "native" else None
 
     def prompt_ids(self, view: Any) -> tuple[list[int], int]:  # type: ignore[override]
         return super().prompt_ids(_OwnTurns.of(view))  # type: ignore[arg-type]
