@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,16 @@ class BookPaths:
         return self.evaluation / "pilot.jsonl"
 
     @property
+    def lesson(self) -> Path:
+        """The matched lesson (notebook 03): its GRPO run under ``run/``, its paired evaluations as JSON lines."""
+        return self.root / "lesson"
+
+    @property
+    def headline(self) -> Path:
+        """The run's machine-readable headline (:mod:`negolib.headline`)."""
+        return self.root / "headline.json"
+
+    @property
     def ladder(self) -> Path:
         """The learning ladder's runs (notebook 03): one folder per rung or sabotaged twin."""
         return self.root / "ladder"
@@ -182,6 +192,12 @@ class Book:
         """Write a :class:`negolib.report.booktable.BookTable` (CSV, markdown, HTML) and return it for display."""
         self.saved.extend(table.save(self.paths.tables))
         return table
+
+    def update_headline(self, **sections: Any) -> dict[str, Any]:
+        """Set sections of the run's ``headline.json`` (:func:`negolib.headline.update_headline`)."""
+        from negolib.headline import update_headline
+
+        return update_headline(self.paths.headline, **sections)
 
     def save_figure(self, fig: Any, name: str, dpi: int = 120) -> None:
         """Save a matplotlib figure as ``figures/<name>.png`` (the notebook shows it inline)."""
@@ -604,10 +620,56 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
         runs.append(NotebookRun(name, "ok", dt, str(out_nb), budget_s=params.budgets.notebooks.get(name)))
     bar.close()
     result = BookResult(params.profile, paths.root, runs, time.time() - t0, params.budgets.total_s, None, error)
+    if error is None:
+        write_run_headline(params, paths, state)
     result.index = write_index(params, paths, result)
     if error is not None and raise_on_error:
         raise error
     return result
+
+
+def _commit(root: Path) -> str:
+    """The checkout's commit (``unknown`` outside a git checkout); ``+dirty`` when tracked files differ."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30).stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if head and dirty else "")
+
+
+def machine() -> str:
+    """The CPU model and the cores this process may use (for the headline and RESULTS.md rows)."""
+    import platform
+
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores"
+
+
+def write_run_headline(params: Params, paths: BookPaths, state: Mapping[str, Any]) -> Path:
+    """Add the run's profile, commit, minutes (the summed time of every notebook's last successful run, so a
+    resumed book still reports what the whole book cost), finish time and machine to ``headline.json``."""
+    from negolib.headline import HEADLINE_FILE, update_headline
+
+    nbs = state.get("notebooks", {})
+    seconds = sum(float(v.get("duration_s", 0.0)) for v in nbs.values() if v.get("status") == "ok")
+    path = paths.root / HEADLINE_FILE
+    update_headline(path, profile=params.profile, commit=_commit(Path(params.root)), minutes=round(seconds / 60, 2),
+                    finished=time.strftime("%Y-%m-%d %H:%M:%S"), machine=machine(),
+                    notebooks={n: v.get("duration_s") for n, v in nbs.items() if v.get("status") == "ok"})
+    return path
 
 
 # ---------------------------------------------------------------------------------------------

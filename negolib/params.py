@@ -38,7 +38,7 @@ from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.scripted import STRATEGIES, strategy_param_problems
 from negolib.sampling import Decoding
 from negolib.schema import build, convert, type_name
-from negolib.training.config import TrainConfig, WarmupConfig
+from negolib.training.config import LessonConfig, TrainConfig, WarmupConfig
 
 Backend = Literal["scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
@@ -405,6 +405,7 @@ class Params:
     prices: dict[str, Price] = field(default_factory=dict)
     budgets: Budgets = field(default_factory=Budgets)
     games: GamesParams = field(default_factory=GamesParams)
+    lesson: LessonConfig | None = None  # the matched lesson (notebook 03): see LessonConfig's field help
     paper_reported: str = "params/paper_reported.yaml"
     seed: int = 0
     source: str = field(default="<dict>", compare=False)
@@ -940,6 +941,28 @@ def _check_training(p: Params) -> None:
                 saved(spec.run or "", spec.step, f"{section}.{name}.step")
 
 
+def _check_lesson(p: Params) -> None:
+    """The lesson's own rules (:meth:`LessonConfig.problems`), then what it names: a training run of the profile
+    with a format warm-up (its step 0 is the lesson's start) and a shipped domain that is not held out."""
+    lesson = p.lesson
+    if lesson is None:
+        return
+    for name, problem in lesson.problems():
+        raise ValidationError(p.source, f"lesson.{name}", problem)
+    run = p.training.runs.get(lesson.start_run)
+    if run is None:
+        raise ValidationError(p.source, "lesson.start_run",
+                              f"no training run {lesson.start_run!r}; runs: {sorted(p.training.runs)}")
+    if run.warmup is None:
+        raise ValidationError(p.source, "lesson.start_run",
+                              f"run {lesson.start_run!r} has no format warm-up: its step 0 would be the raw model")
+    domains = load_domains()
+    if lesson.domain not in domains:
+        raise ValidationError(p.source, "lesson.domain", f"unknown domain {lesson.domain!r}; known: {sorted(domains)}")
+    if domains[lesson.domain].held_out:
+        raise ValidationError(p.source, "lesson.domain", f"{lesson.domain!r} is held out: the lesson trains on it")
+
+
 def _domain_names() -> set[str]:
     return set(load_domains())
 
@@ -988,6 +1011,7 @@ def parse_params(data: Any, source: str = "<dict>", root: str | Path = ".") -> P
         raise ValidationError(source, "profile", f"must use letters, digits, '_', '.', '-', got {p.profile!r}")
     _cross_check(p)
     _check_training(p)
+    _check_lesson(p)
     _check_games(p)
     return p
 

@@ -73,6 +73,13 @@ class TrainConfig:
     max_rounds: int = 12
     first_mover: Literal["seller", "buyer"] = "seller"
     accept_needs_offer: bool = True  # ours: ACCEPT closes only on the buyer's parsed COUNTER (False: paper)
+    accept_applies_terms: bool = field(
+        default=True,
+        metadata={"help": "How the terms attached to an ACCEPT count in training. True (the paper's training "
+                          "rule, App. H): they are applied to the ledger before the deal closes. False: they are "
+                          "ignored, as in the paper's evaluation, so that training and evaluation play one game "
+                          "(the matched lesson). Every profile states which it uses."},
+    )
     scaffold: Scaffold = "training"  # "evaluation" is a beyond-paper arm
     # -- buyers and data [§4 "Held-out buyers"] ----------------------------------------------
     buyer_mixture: Mapping[str, float] = field(
@@ -287,3 +294,83 @@ class WarmupConfig:
             raise
         except ValueError as exc:
             raise ValueError(f"{source}: {exc}") from None
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class LessonConfig:
+    """The matched lesson (ours): GRPO trained and evaluated on ONE task that differs only in its seeds.
+
+    A profile's ``lesson:`` section. Training and evaluation share the game's rules (ACCEPT terms handled as
+    ``accept_applies_terms`` says, in both), the prompt scaffold, the buyer and its stated acceptance rule, the
+    horizon and the domain; the evaluation plays reserved evaluation seeds of that domain, paired (both arms on the
+    same scenarios with common sampling seeds). The buyer (:class:`negolib.training.ladder.AcceptingBuyer`) accepts
+    the seller's opening COUNTER when it names at least ``min_valid_terms`` of the contract's terms in range, and
+    otherwise there is no deal (S = -0.3): each term named at the seller's best value raises the seller's utility
+    (an unnamed term counts at half its weight), so what pays is reading the brief and opening firm on the terms
+    that matter. Every field's help below is the schema; :meth:`problems` lists what is wrong."""
+
+    start_run: str = field(default="", metadata=_help(
+        "The profile's training run whose step 0 (its format warm-up) is the policy the lesson starts from."))
+    domain: str = field(default="software_license", metadata=_help(
+        "The one domain trained on (training seeds) and evaluated on (reserved evaluation seeds)."))
+    min_valid_terms: int = field(default=1, metadata=_help(
+        "The buyer's stated rule: it accepts an opening naming at least this many contract terms in range."))
+    rounds: int = field(default=1, metadata=_help("Rounds an episode lasts, in training and evaluation alike."))
+    scaffold: Scaffold = field(default="training", metadata=_help(
+        "The prompt scaffold, in training and evaluation alike."))
+    accept_applies_terms: bool = field(default=False, metadata=_help(
+        "How terms attached to an ACCEPT count, in training and evaluation alike (False: ignored)."))
+    steps: int = field(default=8, metadata=_help("GRPO optimizer steps."))
+    scenarios_per_step: int = field(default=2, metadata=_help("Scenarios a step (a group of rollouts each)."))
+    rollouts_per_scenario: int = field(default=4, metadata=_help("The GRPO group size."))
+    micro_batch_size: int = field(default=2, metadata=_help("Episodes per forward/backward."))
+    learning_rate: float = field(default=3e-5, metadata=_help("Peak learning rate (warmup-cosine to a tenth)."))
+    warmup_steps: int = field(default=1, metadata=_help("Linear warmup steps of the schedule."))
+    kl_beta: float = field(default=0.0, metadata=_help(
+        "k3 KL coefficient; 0 loads no reference model (a cheaper step)."))
+    loo_std_floor: float = field(default=0.1, metadata=_help(
+        "Floor of the leave-one-out std: bounds |advantage| by |r - b| / floor."))
+    max_new_tokens: int = field(default=128, metadata=_help("New tokens a seller turn."))
+    max_prompt_tokens: int = field(default=1024, metadata=_help("Prompt tokens kept (the oldest go first)."))
+    eval_episodes: int = field(default=64, metadata=_help(
+        "Paired evaluation episodes: one per reserved evaluation seed of the domain (each seed a cluster)."))
+    eval_batch: int = field(default=32, metadata=_help("Episodes advancing together in the evaluation."))
+    planning_sd: float = field(default=0.25, metadata=_help(
+        "The per-episode SD of the paired difference in S assumed for the pre-registered power calculation "
+        "(measured on an earlier run: RESULTS.md says which)."))
+    expected_gain: float = field(default=0.15, metadata=_help(
+        "The gain in S the design expects; the pre-registration checks that the minimum detectable effect "
+        "is below it."))
+    power: float = field(default=0.8, metadata=_help("Power of the pre-registered minimum detectable effect."))
+
+    def problems(self) -> list[tuple[str, str]]:
+        """``(field, problem)`` pairs (empty when the lesson is valid); the profile loader raises the first."""
+        out: list[tuple[str, str]] = []
+        if not self.start_run:
+            out.append(("start_run", "must name a training run of the profile"))
+        for name in ("rounds", "steps", "scenarios_per_step", "micro_batch_size", "max_new_tokens",
+                     "max_prompt_tokens", "eval_episodes", "eval_batch"):
+            if getattr(self, name) < 1:
+                out.append((name, f"must be >= 1, got {getattr(self, name)}"))
+        if self.rollouts_per_scenario < 2:
+            out.append(("rollouts_per_scenario", "GRPO needs >= 2 rollouts per scenario"))
+        if self.min_valid_terms < 0:
+            out.append(("min_valid_terms", f"must be >= 0, got {self.min_valid_terms}"))
+        if not self.learning_rate > 0:
+            out.append(("learning_rate", f"must be > 0, got {self.learning_rate}"))
+        for name in ("kl_beta", "loo_std_floor", "warmup_steps"):
+            if getattr(self, name) < 0:
+                out.append((name, f"must be >= 0, got {getattr(self, name)}"))
+        if not self.planning_sd > 0:
+            out.append(("planning_sd", f"must be > 0, got {self.planning_sd}"))
+        if not self.expected_gain > 0:
+            out.append(("expected_gain", f"must be > 0, got {self.expected_gain}"))
+        if not 0 < self.power < 1:
+            out.append(("power", f"must be in (0, 1), got {self.power}"))
+        if (self.scenarios_per_step * self.rollouts_per_scenario) % max(1, self.micro_batch_size):
+            out.append(("micro_batch_size", "must divide the episodes of a step"))
+        return out

@@ -6,7 +6,7 @@ schema). :class:`PaperEpisode` is the paper's :class:`negolib.games.multi_issue.
 :func:`paper_episodes` its episode factory; :func:`scenario_items` the fixed training and validation scenario
 sets (each scenario's buyer drawn ONCE from the mixture, seeded by ``(data_seed, domain, seed)``: a data
 field, identical across arms, as the paper attaches it [§4]); :func:`env_config` the training environment
-(terms attached to an ACCEPT applied). The trainer's core
+(terms attached to an ACCEPT applied unless ``TrainConfig.accept_applies_terms`` is off). The trainer's core
 (:mod:`negolib.training.grpo`, :mod:`negolib.training.rollout`, :mod:`negolib.training.data`) imports none of
 this: it is handed over.
 
@@ -113,9 +113,12 @@ def scenario_items(config: TrainConfig, split: str = "train") -> list[ScenarioIt
 
 
 def env_config(config: TrainConfig) -> EnvConfig:
-    """The training environment: terms attached to an accept are applied before closing [App. H]."""
-    return EnvConfig.training(max_rounds=config.max_rounds, first_mover=config.first_mover,
-                              accept_needs_offer=config.accept_needs_offer)
+    """The training environment. Terms attached to an ACCEPT are applied before closing when
+    ``config.accept_applies_terms`` (the paper's training rule [App. H]) and ignored otherwise (the paper's
+    evaluation rule, which a matched lesson trains under)."""
+    return EnvConfig(max_rounds=config.max_rounds, first_mover=config.first_mover,
+                     accept_applies_terms=config.accept_applies_terms,
+                     accept_needs_offer=config.accept_needs_offer)
 
 
 def default_buyers(config: TrainConfig) -> dict[str, Agent]:

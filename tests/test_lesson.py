@@ -1,0 +1,194 @@
+"""The matched lesson (issue 27): one task for training and evaluation, a pre-registered power calculation, the
+paired result with its decomposition, and the run's headline. Known answers and sabotaged twins; the end-to-end
+path (GRPO on a tiny model, both evaluations) runs in the notebook smoke test."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from negolib.errors import ValidationError
+from negolib.games.multi_issue.training import env_config
+from negolib.headline import headline_markdown, headline_rows, read_headline, update_headline
+from negolib.params import load_params, parse_params
+from negolib.training.config import LessonConfig
+from negolib.training.ladder import BUYER
+from negolib.training.lesson import (
+    NO_DEAL_SCORE,
+    Episodes,
+    decompose,
+    lesson_buyer,
+    lesson_env,
+    lesson_result,
+    preregister,
+    train_config,
+)
+
+LESSON = LessonConfig(start_run="run", eval_episodes=40)
+
+
+def _records(scores, deals, utils, seeds=None):
+    """Minimal evaluation records: one per scenario, in order."""
+    seeds = list(range(5_000_000, 5_000_000 + len(scores))) if seeds is None else seeds
+    return [{"domain": "software_license", "seed": s, "status": "deal" if d else "no_deal",
+             "outcome": {"score": sc, "deal": bool(d), "seller_utility": u if d else None, "turns": 2,
+                         "seller_bad_parses": 0, "seller_turns": 1}, "turns": []}
+            for sc, d, u, s in zip(scores, deals, utils, seeds)]
+
+
+def _arm(rng, n, p_deal, util_mean):
+    deals = rng.random(n) < p_deal
+    utils = np.clip(rng.normal(util_mean, 0.1, n), 0, 1)
+    scores = np.where(deals, utils, NO_DEAL_SCORE)
+    return _records(scores.tolist(), deals.tolist(), utils.tolist())
+
+
+# -- one task for training and evaluation --------------------------------------------------------
+
+def test_training_and_evaluation_share_rules_horizon_buyer_scaffold_and_domain():
+    for accept in (True, False):
+        lesson = dataclasses.replace(LESSON, rounds=3, accept_applies_terms=accept, scaffold="evaluation")
+        config = train_config(lesson)
+        assert env_config(config) == lesson_env(lesson)  # the training episodes' environment is the evaluation's
+        assert config.scaffold == lesson.scaffold and config.max_rounds == lesson.rounds
+        assert config.max_rollout_turns == lesson.rounds
+        assert config.train_domains == (lesson.domain,) and dict(config.buyer_mixture) == {BUYER: 1.0}
+        assert lesson_buyer(lesson).min_valid_terms == lesson.min_valid_terms
+
+
+def test_train_config_accept_rule_reaches_the_training_environment():
+    """The TrainConfig field decides how ACCEPT terms count in training (sabotaged twin: the other value)."""
+    paper = train_config(dataclasses.replace(LESSON, accept_applies_terms=True))
+    matched = train_config(LESSON)
+    assert env_config(paper).accept_applies_terms is True
+    assert env_config(matched).accept_applies_terms is False
+    assert env_config(paper) != lesson_env(LESSON)
+
+
+# -- pre-registration ----------------------------------------------------------------------------
+
+def test_preregistered_mde_matches_statsmodels_paired_t_power():
+    from statsmodels.stats.power import TTestPower
+
+    lesson = dataclasses.replace(LESSON, eval_episodes=64, planning_sd=0.4, expected_gain=0.2)
+    pre = preregister(lesson, alpha=0.05)
+    effect = TTestPower().solve_power(nobs=64, alpha=0.05, power=0.8, alternative="two-sided")
+    assert pre.mde == pytest.approx(effect * 0.4, rel=1e-4)
+    assert pre.powered is (pre.mde < 0.2)
+    assert any("minimum detectable effect" in line for line in pre.lines())
+    weak = preregister(dataclasses.replace(lesson, expected_gain=0.05))
+    assert not weak.powered and "NOT powered" in " ".join(weak.lines())
+
+
+# -- the result ----------------------------------------------------------------------------------
+
+def test_decomposition_is_exact_on_records():
+    rng = np.random.default_rng(0)
+    before, after = _arm(rng, 200, 0.6, 0.5), _arm(rng, 200, 0.8, 0.6)
+    sb, sa = Episodes.from_records(before).summary(), Episodes.from_records(after).summary()
+    parts = decompose(sb, sa)
+    assert parts["deal rate part"] + parts["deal utility part"] == pytest.approx(sa["S"] - sb["S"], abs=1e-12)
+    assert parts["deal rate part"] > 0 and parts["deal utility part"] > 0
+
+
+def test_identical_arms_show_no_gain():
+    """Sabotaged twin of a learning result: the trained arm is the start (no gain can be shown)."""
+    rng = np.random.default_rng(1)
+    arm = _arm(rng, 40, 0.7, 0.5)
+    res = lesson_result(arm, arm, LESSON, n_resamples=2000)
+    assert res.estimates["S"].diff == 0 and res.changed == 0
+    assert res.verdict.startswith("no gain shown")
+    assert res.estimates["S"].p_value >= 1 / 2001  # never below 1/(B+1)
+
+
+def test_better_deals_are_learning_and_more_deals_alone_are_named_as_such():
+    rng = np.random.default_rng(2)
+    start = _arm(rng, 60, 0.9, 0.45)
+    better = _arm(np.random.default_rng(3), 60, 0.9, 0.75)
+    res = lesson_result(start, better, LESSON, n_resamples=2000)
+    assert res.estimates["S"].ci_low > 0 and res.estimates["utility on deals"].diff > 0
+    assert res.verdict.startswith("learned")
+    # more deals at worse utility: S rises, utility on deals falls
+    low = _records([0.1] * 20 + [-0.3] * 40, [True] * 20 + [False] * 40, [0.1] * 20 + [0.0] * 40)
+    more = _records([0.05] * 60, [True] * 60, [0.05] * 60)
+    res2 = lesson_result(low, more, LESSON, n_resamples=2000)
+    assert res2.estimates["S"].ci_low > 0 and res2.estimates["utility on deals"].diff < 0
+    assert res2.verdict.startswith("closes more")
+    assert res2.estimates["deal rate"].diff == pytest.approx(2 / 3)
+
+
+def test_arms_on_different_scenarios_are_refused():
+    a = _records([0.5], [True], [0.5], seeds=[1])
+    b = _records([0.5], [True], [0.5], seeds=[2])
+    with pytest.raises(ValueError, match="same scenarios"):
+        lesson_result(a, b, LESSON, n_resamples=100)
+
+
+# -- the profile section --------------------------------------------------------------------------
+
+def _smoke_data():
+    with open("params/smoke.yaml") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("start_run", "nope", "no training run"),
+    ("domain", "car", "held out"),
+    ("domain", "moon", "unknown domain"),
+    ("rollouts_per_scenario", 1, ">= 2 rollouts"),
+    ("planning_sd", 0, "must be > 0"),
+])
+def test_lesson_section_errors_name_file_and_field(field, value, message):
+    data = _smoke_data()
+    data["lesson"][field] = value
+    with pytest.raises(ValidationError, match=message) as exc:
+        parse_params(data, "smoke.yaml")
+    assert f"lesson.{field}" in str(exc.value) and "smoke.yaml" in str(exc.value)
+
+
+def test_lesson_needs_a_run_with_a_warmup():
+    data = _smoke_data()
+    data["training"]["runs"]["tiny_grpo"].pop("warmup")
+    for arm in ("tiny_warmup",):
+        data["arms"].pop(arm)
+    data["design"]["sizes"][0]["extra"] = []
+    with pytest.raises(ValidationError, match="no format warm-up"):
+        parse_params(data, "smoke.yaml")
+
+
+@pytest.mark.parametrize("profile", ["params/smoke.yaml", "params/default.yaml", "params/course.yaml"])
+def test_cpu_profiles_state_the_accept_rule_and_floor_the_std(profile):
+    p = load_params(profile)
+    for run in p.training.runs.values():
+        assert "accept_applies_terms" in run.config and run.config.get("loo_std_floor", 0) > 0
+    assert p.lesson is not None
+    assert preregister(p.lesson).powered is (p.profile != "smoke")  # smoke's 4 episodes check the pipeline only
+
+
+# -- the headline -----------------------------------------------------------------------------------
+
+def test_headline_merges_sections_and_makes_table_rows(tmp_path):
+    path = tmp_path / "headline.json"
+    update_headline(path, lesson={"arms": ["t", "s"], "estimate": 0.2, "ci_low": 0.1, "ci_high": math.nan,
+                                  "mde": 0.15, "n_paired": 64, "n_clusters": 64,
+                                  "utility_on_deals": {"estimate": 0.05, "ci_low": 0.01, "ci_high": 0.09}})
+    update_headline(path, profile="default", commit="abcdef0123", minutes=31.5,
+                    primary=[{"arms": ["g", "w"], "estimate": -0.01, "ci_low": -0.1, "ci_high": 0.08}])
+    h = read_headline(path)
+    assert h["lesson"]["ci_high"] is None and h["profile"] == "default"  # NaN is written as null
+    rows = headline_rows([path])
+    assert [r["contrast"] for r in rows] == ["matched lesson", "primary"]
+    assert rows[0]["utility on deals"] == "+0.050 [+0.010, +0.090]" and rows[0]["commit"] == "abcdef0"
+    assert rows[1]["95% interval"] == "[-0.100, +0.080]"
+    assert headline_markdown([path]).count("\n") == 4
+
+
+def test_headline_that_is_not_an_object_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "headline.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="headline.json"):
+        read_headline(path)
