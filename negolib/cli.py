@@ -213,6 +213,21 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_headline(args: argparse.Namespace) -> int:
+    """The results table (markdown, one row per run and contrast) from book runs' ``headline.json`` files."""
+    from pathlib import Path
+
+    from negolib.headline import headline_markdown
+
+    missing = [p for p in args.paths if not Path(p).is_file()]
+    if missing:
+        print(f"no such headline file: {', '.join(missing)} (a book run writes outputs/<profile>/headline.json)",
+              file=sys.stderr)
+        return 2
+    print(headline_markdown(args.paths), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="negolib", description="negobook: RL-trained negotiating sellers")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -242,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="frozen protocol file: every record must carry its hash (or an arm named by a "
                         "deviation in its log); default: the file must hold records of one protocol")
     p.set_defaults(fn=cmd_summary)
+
+    p = sub.add_parser("headline", help="the results table from book runs' headline.json files (markdown)")
+    p.add_argument("paths", nargs="+", help="outputs/<profile>/headline.json files")
+    p.set_defaults(fn=cmd_headline)
 
     book = sub.add_parser("book", help="execute the book").add_subparsers(dest="book_command", required=True)
     p = book.add_parser("run", help="execute the notebooks with papermill")

@@ -192,3 +192,15 @@ def test_headline_that_is_not_an_object_is_an_error_naming_the_file(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match="headline.json"):
         read_headline(path)
+
+
+def test_headline_command_prints_the_table_and_refuses_a_missing_file(tmp_path, capsys):
+    from negolib.cli import main
+
+    path = tmp_path / "headline.json"
+    update_headline(path, profile="smoke", minutes=1.0,
+                    lesson={"arms": ["t", "s"], "estimate": 0.1, "ci_low": 0.01, "ci_high": 0.2})
+    assert main(["headline", str(path)]) == 0
+    assert "| smoke |" in capsys.readouterr().out
+    assert main(["headline", str(tmp_path / "missing.json")]) == 2
+    assert "no such headline file" in capsys.readouterr().err
