@@ -956,6 +956,9 @@ def _check_lesson(p: Params) -> None:
     if run.warmup is None:
         raise ValidationError(p.source, "lesson.start_run",
                               f"run {lesson.start_run!r} has no format warm-up: its step 0 would be the raw model")
+    if lesson.buyer != "accepting" and lesson.buyer not in STRATEGIES:
+        raise ValidationError(p.source, "lesson.buyer",
+                              f"must be 'accepting' or a scripted strategy {sorted(STRATEGIES)}, got {lesson.buyer!r}")
     domains = load_domains()
     if lesson.domain not in domains:
         raise ValidationError(p.source, "lesson.domain", f"unknown domain {lesson.domain!r}; known: {sorted(domains)}")

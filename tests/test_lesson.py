@@ -204,3 +204,15 @@ def test_headline_command_prints_the_table_and_refuses_a_missing_file(tmp_path, 
     assert "| smoke |" in capsys.readouterr().out
     assert main(["headline", str(tmp_path / "missing.json")]) == 2
     assert "no such headline file" in capsys.readouterr().err
+
+
+def test_a_scripted_buyer_plays_the_lesson_in_training_and_evaluation():
+    lesson = dataclasses.replace(LESSON, buyer="conceder", rounds=4)
+    config = train_config(lesson)
+    buyer = lesson_buyer(lesson)
+    assert dict(config.buyer_mixture) == {buyer.name: 1.0} and buyer.name == "lesson_conceder"
+    assert "scripted conceder buyer" in " ".join(preregister(lesson).lines())
+    data = _smoke_data()
+    data["lesson"]["buyer"] = "nobody"
+    with pytest.raises(ValidationError, match="lesson.buyer"):
+        parse_params(data, "smoke.yaml")

@@ -13,6 +13,7 @@ import pandas as pd
 from negolib.formatting import fmt_num
 from negolib.report.booktable import BookTable
 from negolib.report.figures import pyplot
+from negolib.training.lesson import buyer_rule
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -43,8 +44,7 @@ def preregistration_table(pre: Any) -> BookTable:
             ("assumed paired SD per episode", f"{pre.planning_sd:.3f}"),
             (f"minimum detectable effect ({pre.power:.0%} power, alpha {pre.alpha:g})", f"{pre.mde:.3f}"),
             ("expected gain on S", f"+{pre.expected_gain:.3f} ({'powered' if pre.powered else 'not powered'})"),
-            ("task", f"{d['domain']}, {d['rounds']} round(s), {d['scaffold']} scaffold, buyer accepts an opening "
-                     f"naming >= {d['min_valid_terms']} term(s); ACCEPT terms "
+            ("task", f"{d['domain']}, {d['rounds']} round(s), {d['scaffold']} scaffold, {buyer_rule(d)}; ACCEPT terms "
                      f"{'applied' if d['accept_applies_terms'] else 'ignored'}; the same in training and evaluation"),
             ("training", f"{d['steps']} steps x {d['scenarios_per_step']} x {d['rollouts_per_scenario']} episodes, "
                          f"lr {d['learning_rate']:g}, KL beta {d['kl_beta']:g}, std floor {d['loo_std_floor']:g}")]

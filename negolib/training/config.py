@@ -317,8 +317,13 @@ class LessonConfig:
         "The profile's training run whose step 0 (its format warm-up) is the policy the lesson starts from."))
     domain: str = field(default="software_license", metadata=_help(
         "The one domain trained on (training seeds) and evaluated on (reserved evaluation seeds)."))
+    buyer: str = field(default="accepting", metadata=_help(
+        "The buyer, in training and evaluation alike: 'accepting' (it accepts the seller's opening COUNTER when it "
+        "names at least min_valid_terms contract terms in range) or a scripted strategy of the paper's game "
+        "(e.g. 'conceder': a time-dependent buyer that concedes early, for a multi-round lesson)."))
     min_valid_terms: int = field(default=1, metadata=_help(
-        "The buyer's stated rule: it accepts an opening naming at least this many contract terms in range."))
+        "The accepting buyer's stated rule: it accepts an opening naming at least this many contract terms in "
+        "range (ignored by scripted buyers)."))
     rounds: int = field(default=1, metadata=_help("Rounds an episode lasts, in training and evaluation alike."))
     scaffold: Scaffold = field(default="training", metadata=_help(
         "The prompt scaffold, in training and evaluation alike."))

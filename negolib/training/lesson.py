@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from negolib.agents.base import Agent
 from negolib.games.multi_issue.env import EnvConfig
 from negolib.stats import ClusterResampler, RatioStat, minimum_detectable_effect, resample_stats, summarize
 from negolib.training.config import LessonConfig, TrainConfig
@@ -46,9 +47,26 @@ def lesson_env(lesson: LessonConfig) -> EnvConfig:
     return EnvConfig(max_rounds=lesson.rounds, accept_applies_terms=lesson.accept_applies_terms)
 
 
-def lesson_buyer(lesson: LessonConfig) -> AcceptingBuyer:
-    """The lesson's buyer with its stated acceptance rule (the same object kind in training and evaluation)."""
-    return AcceptingBuyer(lesson.min_valid_terms)
+def buyer_name(lesson: LessonConfig) -> str:
+    """The name the lesson's buyer plays under (in the training mixture and the evaluation's episode keys)."""
+    return BUYER if lesson.buyer == "accepting" else f"lesson_{lesson.buyer}"
+
+
+def buyer_rule(design: dict[str, Any]) -> str:
+    """The buyer's rule in words, from a lesson's fields (``dataclasses.asdict(lesson)``)."""
+    if design["buyer"] == "accepting":
+        return f"buyer accepts an opening naming >= {design['min_valid_terms']} contract term(s) in range"
+    return f"scripted {design['buyer']} buyer (the paper game's time-dependent family)"
+
+
+def lesson_buyer(lesson: LessonConfig, seed: int = 0) -> Agent:
+    """The lesson's buyer (the same kind in training and evaluation): the accepting buyer with its stated rule, or
+    the named scripted strategy of the paper's game."""
+    if lesson.buyer == "accepting":
+        return AcceptingBuyer(lesson.min_valid_terms)
+    from negolib.games.multi_issue.scripted import make_scripted
+
+    return make_scripted(lesson.buyer, name=buyer_name(lesson), seed=seed)
 
 
 def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
@@ -63,7 +81,7 @@ def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
         max_prompt_tokens=lesson.max_prompt_tokens,
         max_context_tokens=lesson.max_prompt_tokens + lesson.max_new_tokens * lesson.rounds + 64,
         max_rollout_turns=lesson.rounds, max_rounds=lesson.rounds, scaffold=lesson.scaffold,
-        accept_applies_terms=lesson.accept_applies_terms, buyer_mixture={BUYER: 1.0},
+        accept_applies_terms=lesson.accept_applies_terms, buyer_mixture={buyer_name(lesson): 1.0},
         train_domains=(lesson.domain,), train_seeds_per_domain=lesson.steps * lesson.scenarios_per_step,
         validate_every=0, save_every=lesson.steps, dtype="float32", seed=seed, data_seed=seed,
     )
@@ -113,8 +131,8 @@ class Preregistration:
             f"{self.mde:.3f} at {self.power:.0%} power (alpha {self.alpha:g}); the design expects "
             f"+{self.expected_gain:.3f}: {'powered' if self.powered else 'NOT powered for it'}",
             f"task (training = evaluation but for the seeds): domain {d['domain']}, {d['rounds']} round(s), "
-            f"{d['scaffold']} scaffold, buyer accepts an opening naming >= {d['min_valid_terms']} contract "
-            f"term(s) in range, ACCEPT terms {'applied' if d['accept_applies_terms'] else 'ignored'}",
+            f"{d['scaffold']} scaffold, {buyer_rule(d)}, ACCEPT terms "
+            f"{'applied' if d['accept_applies_terms'] else 'ignored'}",
             f"training: {d['steps']} GRPO steps x {d['scenarios_per_step']} scenarios x "
             f"{d['rollouts_per_scenario']} rollouts at lr {d['learning_rate']:g}, KL beta {d['kl_beta']:g}, "
             f"leave-one-out std floor {d['loo_std_floor']:g}",
@@ -156,7 +174,8 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
     config = train_config(lesson, seed)
     final = out / "checkpoints" / f"checkpoint-{lesson.steps}"
     if not final.is_dir():
-        run = build_run(config, str(start), out, buyers={BUYER: lesson_buyer(lesson)}, progress=progress,
+        run = build_run(config, str(start), out, buyers={buyer_name(lesson): lesson_buyer(lesson, seed)},
+                        progress=progress,
                         resume=True, task=paper_task(config))
         run.trainer.train()
     checkpoint = last_checkpoint(out / "checkpoints")
@@ -184,8 +203,9 @@ def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: 
                      sampling=Sampling(c.temperature, c.top_p, c.top_k, lesson.max_new_tokens))
     seller = build_agent(arm, spec, seed, cache=ModelCache(), role="seller")
     scenarios = eval_scenarios(lesson)
-    specs = make_specs(arm, arm, [BUYER], scenarios, lesson_env(lesson))
-    res = run_episodes(specs, {arm: seller, BUYER: lesson_buyer(lesson)}, progress=progress)
+    buyer = buyer_name(lesson)
+    specs = make_specs(arm, arm, [buyer], scenarios, lesson_env(lesson))
+    res = run_episodes(specs, {arm: seller, buyer: lesson_buyer(lesson, seed)}, progress=progress)
     by_key = {(r["domain"], int(r["seed"])): r for r in res.records}
     records = [by_key[(sc.domain.name, sc.seed)] for sc in scenarios]
     if path is not None:
@@ -339,6 +359,6 @@ def opening_text(record: dict[str, Any]) -> str:
     return f"{text}\n-> {end}"
 
 
-__all__ = ["Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "decompose", "eval_scenarios",
-           "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_result", "opening_text", "preregister",
-           "train_config", "train_lesson"]
+__all__ = ["Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
+           "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_result",
+           "opening_text", "preregister", "train_config", "train_lesson"]
