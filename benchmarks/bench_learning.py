@@ -17,8 +17,8 @@ no deal. With 2, about half the warmed-up openings close, so the deal splits mos
 gradient. The best play is one parseable opening that names the seller's ideal value of every term (an unnamed
 term scores at its default, half its weight). By default the rung plays one domain, ``software_license``, whose
 four continuous terms the seller always wants high, so part of the optimum is the same in every scenario
-(``--domain ""``: the eight training domains in rotation). Episodes are one round, in the training
-environment (terms on an ACCEPT applied), on the training scaffold, in both training and evaluation.
+(``--domain`` another training domain). Episodes are one round, in the training
+environment of the book's matched lesson (:mod:`negolib.training.lesson`: terms on an ACCEPT ignored), on the training scaffold, in both training and evaluation.
 
 Evaluation: ``--eval-episodes`` scenarios on the reserved evaluation seeds (one seed each, of the rung's
 domain), the same for both arms, sampled with the same seeds (common random numbers: arms with identical
@@ -76,7 +76,7 @@ class Setting:
     n_resamples: int = 10_000
     alpha: float = 0.05
     seed: int = 0
-    # the game: one domain (train seeds and reserved evaluation seeds of it) or, with "", the eight in rotation
+    # the game: one domain (training seeds and reserved evaluation seeds of it)
     domain: str = "software_license"
     min_valid_terms: int = 1  # the buyer accepts an opening naming at least this many valid schema terms
 
@@ -151,87 +151,50 @@ def warmed_up_model(s: Setting, init: str, work: Path, progress: bool) -> tuple[
     return str(folder), cached
 
 
-def train_config(s: Setting) -> Any:
-    """The GRPO run: one-round episodes against the accepting buyer, on the training scaffold."""
-    from negolib.training.config import TrainConfig
-    from negolib.training.ladder import BUYER
+def lesson_config(s: Setting, lr: float | None = None) -> Any:
+    """The rung as the book's matched lesson (:class:`negolib.training.config.LessonConfig`): one-round openings of
+    ``s.domain`` against the accepting buyer, training scaffold, training and evaluation alike."""
+    from negolib.training.config import LessonConfig
 
     per_step = s.scenarios * s.rollouts
-    return TrainConfig(
-        scenarios_per_step=s.scenarios, rollouts_per_scenario=s.rollouts, micro_batch_size=min(per_step, 2),
-        max_steps=s.steps, learning_rate=s.lr, warmup_steps=s.warmup_steps, kl_beta=s.kl_beta,
-        loo_std_floor=s.loo_std_floor,
-        max_new_tokens=s.max_new_tokens, max_prompt_tokens=s.max_prompt_tokens,
-        max_context_tokens=s.max_prompt_tokens + s.max_new_tokens + 64, max_rollout_turns=1, max_rounds=1,
-        buyer_mixture={BUYER: 1.0}, train_domains=(s.domain,) if s.domain else None,
-        train_seeds_per_domain=max(1, -(-s.steps * s.scenarios // (1 if s.domain else 8))),
-        validate_every=0, save_every=s.steps, dtype="float32", seed=s.seed, data_seed=s.seed,
-    )
+    return LessonConfig(
+        start_run="bench", domain=s.domain, min_valid_terms=s.min_valid_terms, rounds=1, scaffold="training",
+        accept_applies_terms=False, steps=s.steps, scenarios_per_step=s.scenarios, rollouts_per_scenario=s.rollouts,
+        micro_batch_size=min(per_step, 2), learning_rate=s.lr if lr is None else lr, warmup_steps=s.warmup_steps,
+        kl_beta=s.kl_beta, loo_std_floor=s.loo_std_floor, max_new_tokens=s.max_new_tokens,
+        max_prompt_tokens=s.max_prompt_tokens, eval_episodes=s.eval_episodes, eval_batch=s.eval_batch)
 
 
-def train(s: Setting, start: str, out: Path, progress: bool) -> tuple[str, list[dict[str, Any]]]:
-    """GRPO from ``start`` through :func:`~negolib.training.grpo.build_run`; (final checkpoint, step log)."""
+def train(s: Setting, start: str, out: Path, progress: bool,
+          lr: float | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """GRPO from ``start`` through the lesson's path (:func:`negolib.training.lesson.train_lesson`, which calls
+    :func:`~negolib.training.grpo.build_run`); (final checkpoint, step log). Always trains afresh."""
     import shutil
 
-    from negolib.games.multi_issue.training import paper_task
-    from negolib.training.checkpoints import last_checkpoint
-    from negolib.training.grpo import build_run
-    from negolib.training.ladder import BUYER, AcceptingBuyer
+    from negolib.training.lesson import train_lesson
 
     shutil.rmtree(out, ignore_errors=True)
-    config = train_config(s)
-    run = build_run(config, start, out, buyers={BUYER: AcceptingBuyer(s.min_valid_terms)}, progress=progress,
-                    resume=False, task=paper_task(config))
-    run.trainer.train()
-    checkpoint = last_checkpoint(run.out_dir / "checkpoints")
-    if checkpoint is None:
-        raise RuntimeError(f"the run wrote no checkpoint under {run.out_dir / 'checkpoints'}")
-    return str(checkpoint), run.train_log.rows()
+    run = train_lesson(lesson_config(s, lr), start, out, seed=s.seed, progress=progress)
+    return run.checkpoint, run.log
 
 
 def eval_scenarios(s: Setting) -> list[Any]:
-    """One scenario per reserved evaluation seed (clusters = seeds): of the rung's domain, or of the training
-    domains in rotation when ``s.domain`` is empty."""
-    from negolib.games.multi_issue.domains import load_domains
-    from negolib.games.multi_issue.scenarios import eval_seeds, make_scenario
-    from negolib.games.multi_issue.training import training_domains
+    """One scenario per reserved evaluation seed of the rung's domain (clusters = seeds)."""
+    from negolib.training.lesson import eval_scenarios as lesson_scenarios
 
-    doms = load_domains()
-    names = [s.domain] if s.domain else training_domains(None)
-    return [make_scenario(doms[names[i % len(names)]], seed) for i, seed in enumerate(eval_seeds(s.eval_episodes))]
-
-
-def evaluate(weights: str, s: Setting, scenarios: list[Any], seed: int) -> list[dict[str, Any]]:
-    """Records of the ``hf`` arm loaded from ``weights`` through the agent factory, one one-round episode per
-    scenario against the accepting buyer. Both arms play under one arm label and ``seed``, so they draw the
-    same random numbers."""
-    from negolib.agents.factory import ModelCache, build_agent
-    from negolib.games.multi_issue.rollout import make_specs, run_episodes
-    from negolib.games.multi_issue.training import env_config
-    from negolib.params import AgentSpec, Sampling
-    from negolib.training.ladder import BUYER, AcceptingBuyer
-
-    arm = "bench_seller"
-    c = train_config(s)
-    spec = AgentSpec(backend="hf", path=weights, scaffold="training", batch_size=s.eval_batch,
-                     prompt_cap=s.max_prompt_tokens,
-                     sampling=Sampling(c.temperature, c.top_p, c.top_k, s.max_new_tokens))
-    seller = build_agent(arm, spec, seed, cache=ModelCache(), role="seller")
-    specs = make_specs(arm, arm, [BUYER], scenarios, env_config(c))
-    res = run_episodes(specs, {arm: seller, BUYER: AcceptingBuyer(s.min_valid_terms)}, progress=False)
-    by_key = {(r["domain"], int(r["seed"])): r for r in res.records}
-    return [by_key[(sc.domain.name, sc.seed)] for sc in scenarios]
+    return lesson_scenarios(lesson_config(s))
 
 
 def evaluate_cached(weights: str, s: Setting, scenarios: list[Any], seed: int, path: Path) -> tuple[list[Any], bool]:
-    """:func:`evaluate`, its records kept in ``path`` (JSON lines); (records, whether they came from there)."""
-    if path.is_file():
-        return [json.loads(line) for line in path.read_text().splitlines()], True
-    records = evaluate(weights, s, scenarios, seed)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    tmp.replace(path)
-    return records, False
+    """The lesson's paired evaluation of ``weights`` (:func:`negolib.training.lesson.evaluate_lesson`), its records
+    kept in ``path``; (records, whether they came from there)."""
+    from negolib.training.lesson import evaluate_lesson
+
+    cached = path.is_file()
+    records = evaluate_lesson(weights, lesson_config(s), seed, path)
+    if [(r["domain"], int(r["seed"])) for r in records] != [(x.domain.name, x.seed) for x in scenarios]:
+        raise RuntimeError(f"{path}: the records are not the rung's evaluation scenarios; delete the file")
+    return records, cached
 
 
 def _summary(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -270,6 +233,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       ("warmup_demos", int), ("max_new_tokens", int), ("eval_episodes", int),
                       ("eval_batch", int), ("seed", int), ("domain", str), ("min_valid_terms", int)):
         ap.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help="override the preset")
+    ap.add_argument("--lrs", default=None, help="comma-separated learning rates to train from the same start, "
+                                                "one LEARNING line each (default: the preset's --lr)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     ap.add_argument("--json", default=None, help="write the result here as JSON")
     ap.add_argument("--no-progress", action="store_true")
@@ -306,34 +271,39 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _log(f"start (warmed-up) on {len(before)} evaluation episodes{' (from the cache)' if before_cached else ''}: "
          f"{_fmt(_summary(before))} ({t_before:.1f} s)", t0)
 
-    t = time.perf_counter()
-    run_dir = work / f"run-{_key(asdict(s))}"
-    checkpoint, log = train(s, start, run_dir, progress)
-    t_train = time.perf_counter() - t
-    curve = " ".join(f"{row.get('reward', float('nan')):+.2f}" for row in log)
-    _log(f"GRPO: {s.steps} steps x {s.scenarios * s.rollouts} episodes at lr {s.lr:g} ({t_train:.1f} s); "
-         f"reward per step: {curve}", t0)
-
-    t = time.perf_counter()
-    after, _ = evaluate_cached(checkpoint, s, scenarios, eval_seed, run_dir / "eval-trained.jsonl")
-    t_after = time.perf_counter() - t
-    _log(f"trained on the same {len(after)} episodes: {_fmt(_summary(after))} ({t_after:.1f} s)", t0)
-
-    s_before = np.array([float(r["outcome"]["score"]) for r in before])
-    s_after = np.array([float(r["outcome"]["score"]) for r in after])
-    gain = paired_gain(s_after, s_before, s.n_resamples, s.seed, s.alpha)
+    lrs = [float(x) for x in args.lrs.split(",")] if args.lrs else [s.lr]
+    sweep = []
+    for lr in lrs:  # the paper's advice: tune the learning rate first; every rate from the same start
+        t = time.perf_counter()
+        run_dir = work / f"run-{_key(asdict(replace(s, lr=lr)))}"
+        checkpoint, log = train(s, start, run_dir, progress, lr)
+        t_train = time.perf_counter() - t
+        curve = " ".join(f"{row.get('reward', float('nan')):+.2f}" for row in log)
+        _log(f"GRPO: {s.steps} steps x {s.scenarios * s.rollouts} episodes at lr {lr:g} ({t_train:.1f} s); "
+             f"reward per step: {curve}", t0)
+        t = time.perf_counter()
+        after, _ = evaluate_cached(checkpoint, s, scenarios, eval_seed, run_dir / "eval-trained.jsonl")
+        t_after = time.perf_counter() - t
+        _log(f"trained at lr {lr:g} on the same {len(after)} episodes: {_fmt(_summary(after))} ({t_after:.1f} s)",
+             t0)
+        s_before = np.array([float(r["outcome"]["score"]) for r in before])
+        s_after = np.array([float(r["outcome"]["score"]) for r in after])
+        gain = paired_gain(s_after, s_before, s.n_resamples, s.seed, s.alpha)
+        sweep.append({"lr": lr, "gain": gain.estimate, "ci_low": gain.ci_low, "ci_high": gain.ci_high,
+                      "episodes": len(after), "clusters": gain.n_clusters, "after": _summary(after),
+                      "step_rewards": [row.get("reward") for row in log], "checkpoint": checkpoint,
+                      "seconds": {"train": t_train, "eval_after": t_after}})
     total = time.perf_counter() - t0
-    result = {"preset": preset, "setting": asdict(s), "gain": gain.estimate, "ci_low": gain.ci_low,
-              "ci_high": gain.ci_high, "episodes": len(after), "clusters": gain.n_clusters,
-              "before": _summary(before), "after": _summary(after),
-              "step_rewards": [row.get("reward") for row in log], "checkpoint": checkpoint,
+    result = {"preset": preset, "setting": asdict(s), **{k: v for k, v in sweep[0].items() if k != "seconds"},
+              "before": _summary(before), "sweep": sweep,
               "seconds": {"warmup": t_warm, "warmup_cached": cached, "eval_before": t_before,
-                          "eval_before_cached": before_cached, "train": t_train,
-                          "eval_after": t_after, "total": total}}
+                          "eval_before_cached": before_cached, **sweep[0]["seconds"], "total": total}}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"LEARNING: gain {gain.estimate:+.3f} [{gain.ci_low:+.3f}, {gain.ci_high:+.3f}] over {len(after)} "
-          f"paired episodes, {total:.0f} s", flush=True)
+    for row in sweep:
+        tag = f" (lr {row['lr']:g})" if len(sweep) > 1 else ""
+        print(f"LEARNING{tag}: gain {row['gain']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] over "
+              f"{row['episodes']} paired episodes, {total:.0f} s", flush=True)
     return result
 
 

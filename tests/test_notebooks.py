@@ -144,6 +144,16 @@ def test_smoke_outputs_on_disk(smoke_book):
     assert len(ladder) == 5 and set(ladder["as required"]) == {"yes"}, ladder  # the rung learns, no twin does
     assert (out / "transcripts" / "evaluation.jsonl").exists()
     assert (out / "evaluation" / "protocol.yaml").exists()
+    # the matched lesson (notebook 03): pre-registration, contrast and decomposition tables, its training log's
+    # figure, and the run's headline with the lesson and the book's run fields
+    for name in ("lesson_preregistration", "lesson_contrast", "lesson_decomposition"):
+        assert (out / "tables" / f"{name}.csv").exists(), name
+    for fig in ("lesson_training", "lesson_contrast"):
+        assert (out / "figures" / f"{fig}.png").exists(), fig
+    headline = json.loads((out / "headline.json").read_text())
+    assert headline["profile"] == "smoke" and headline["minutes"] > 0 and headline["commit"]
+    assert headline["lesson"]["n_paired"] == 4 and headline["lesson"]["arms"] == ["lesson_trained", "lesson_start"]
+    assert len(list((out / "lesson" / "run").glob("train_log*"))) >= 1
 
 
 def test_bilateral_notebook_outputs(bilateral_book):

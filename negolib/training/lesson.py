@@ -167,7 +167,7 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
     a run already at ``steps`` returns at once (an interrupted one resumes from its last checkpoint)."""
     from negolib.games.multi_issue.training import paper_task
     from negolib.training.checkpoints import last_checkpoint
-    from negolib.training.grpo import build_run
+    from negolib.training.grpo import TRAIN_LOG, build_run
     from negolib.training.runlog import RunLog
 
     out = Path(out_dir)
@@ -181,7 +181,7 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
     checkpoint = last_checkpoint(out / "checkpoints")
     if checkpoint is None:
         raise RuntimeError(f"the lesson's run wrote no checkpoint under {out / 'checkpoints'}")
-    return LessonRun(str(checkpoint), RunLog(out, "train").rows(), str(out))
+    return LessonRun(str(checkpoint), RunLog(out, TRAIN_LOG).rows(), str(out))
 
 
 def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: str | Path | None = None,
