@@ -206,18 +206,37 @@ def test_p_below_alpha_exactly_when_interval_excludes_zero(seed, n_clusters, eff
 def test_inversion_p_consistent_on_arbitrary_distributions(values: list[float], alpha: float) -> None:
     d = np.asarray(values)
     s = summarize(d, alpha)
-    assert (s.p_value < alpha) == (s.ci_low > 0 or s.ci_high < 0)
+    assert s.p_value >= 1 / (d.size + 1) and s.p_count >= 1 / (d.size + 1)  # the floor, always
+    if alpha > 1 / (d.size + 1):  # below the floor no B-resample bootstrap decides
+        assert (s.p_value < alpha) == (s.ci_low > 0 or s.ci_high < 0)
     y = np.sort(d)
     assert abs(inversion_p(y) - count_p(y)) <= 2 / (d.size - 1) + 1e-12
 
 
 def test_rounding_guard_at_the_boundary() -> None:
-    # Exactly, Q(0.9) = -1 + 0.8 * 1.25 = 0 and p = 0.2; in floating point Q(0.9) = +3e-16 while
-    # the raw inversion gives 0.19999999999999996. The reported p follows the reported interval.
-    s = summarize(np.array([-1.0, -1.0, 0.25]), 0.2)
-    assert inversion_p(np.array([-1.0, -1.0, 0.25])) < 0.2
+    # Exactly, the interpolated Q(0.9) is 0 and p = 0.2; in floating point the raw inversion gives
+    # 0.19999999999999996 while the reported interval reaches 0. The reported p follows the reported interval.
+    y = np.array([-1.0, -0.7, -0.5, -0.5, -0.5, -0.3, -0.3, -0.3, -0.3, -0.3, -0.25, -0.25, -0.1, -0.1, 0.1, 0.1])
+    s = summarize(y, 0.2)
+    assert inversion_p(y) < 0.2
     assert (s.p_value < 0.2) == (s.ci_low > 0 or s.ci_high < 0)
     assert s.p_value == pytest.approx(0.2, abs=1e-15)
+    # With B = 3 resamples the floor 1/(B+1) = 0.25 lies above alpha = 0.2: no 3-resample bootstrap decides
+    # at that level, so the floor wins over the interval (here Q(0.9) = +3e-16 in floating point).
+    tiny = summarize(np.array([-1.0, -1.0, 0.25]), 0.2)
+    assert tiny.p_floor == 0.25 and tiny.p_value == 0.25
+
+
+def test_bootstrap_p_is_never_below_one_over_b_plus_one() -> None:
+    """Issue 27: a percentile bootstrap reported p = 0.0 with every resample above 0."""
+    for b in (1, 19, 400, 10_000):
+        s = summarize(np.linspace(0.01, 0.2, b))
+        assert inversion_p(np.linspace(0.01, 0.2, b)) == 0.0 and count_p(np.linspace(0.01, 0.2, b)) == 0.0
+        assert s.p_value == s.p_count == s.p_floor == 1 / (b + 1)
+    undefined = summarize(np.r_[np.full(9, np.nan), np.linspace(0.01, 0.2, 99)])
+    assert undefined.p_floor == 1 / 100  # B counts the defined resamples
+    # and the Holm family is computed on the floored values
+    assert (holm([summarize(np.ones(99)).p_value] * 4) == 4 / 100).all()
 
 
 def test_p_value_formulas_on_known_distribution() -> None:
@@ -339,7 +358,8 @@ def test_contrast_table_refines_only_near_zero(study: pd.DataFrame) -> None:
 
 def test_fmt_ci() -> None:
     assert fmt_ci(0.023, 0.011, 0.035, signed=True) == "+0.023 [+0.011, +0.035]"
-    assert fmt_ci(-0.0001, -0.0224, 0.0004, signed=True) == "-0.000 [-0.022, +0.000]"
+    assert fmt_ci(-0.0001, -0.0224, 0.0004, signed=True, decisive=False) == "-0.000 [-0.022, +0.000]"
+    assert fmt_ci(-0.0001, -0.0224, 0.0004, signed=True) == "-0.0001 [-0.0224, +0.0004]"
 
 
 def test_resampler_validation() -> None:
