@@ -5,8 +5,12 @@ each seed cluster to the sums of a metric's ratio terms (:mod:`negolib.games.mul
 signed sum of ratios ``sum(num) / sum(den)``) and resample clusters with one shared
 :class:`~negolib.stats.ClusterResampler`; :func:`arm_estimate` is one arm's metric with its interval.
 :func:`refine_near_zero` (on by default in :func:`contrast_table`) re-runs, at 10^5 resamples with the same
-seed, every contrast whose endpoint lies within 3 Monte Carlo SEs of 0. The bootstrap itself (intervals,
-p-values, Holm, the minimum detectable effect) is :mod:`negolib.stats`, which imports no game.
+seed, every contrast whose endpoint lies within 3 Monte Carlo SEs of 0. Every contrast also carries the exact
+two-sided sign-flip test over its seed clusters (``p_signflip``, with the smallest p it could give,
+``p_signflip_min``) and a ``few_clusters`` flag (fewer than 30: its percentile interval is not to be trusted);
+bootstrap p-values are floored at ``1 / (B + 1)`` and Holm runs on the floored values. The bootstrap itself
+(intervals, p-values, the sign-flip test, Holm, the minimum detectable effect) is :mod:`negolib.stats`, which
+imports no game.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from negolib.stats import (
     ClusterResampler,
     Interval,
     RatioStat,
+    few_clusters,
     holm,
     minimum_detectable_effect,
     resample_stats,
+    signflip_test,
     summarize,
 )
 
@@ -176,6 +182,11 @@ def cluster_sums(rows: pd.DataFrame, metric: Metric, resampler: ClusterResampler
 class Contrast:
     """One paired contrast ``metric(arm_a) - metric(arm_b)`` with its percentile interval.
 
+    ``p_value``/``p_count`` are the bootstrap's, floored at ``1 / (B + 1)``; ``p_signflip`` is the exact
+    two-sided sign-flip test over the clusters (:func:`negolib.stats.signflip_test`) and ``p_signflip_min``
+    the smallest p it could give at this many clusters (``2 / 2^G``; Monte Carlo above 20 clusters:
+    ``signflip_exact`` False). ``few_clusters``: fewer than :data:`negolib.stats.FEW_CLUSTERS` clusters,
+    too few for the percentile interval to be trusted (:func:`negolib.stats.few_clusters`).
     ``distribution`` is the ``(B,)`` bootstrap distribution (NaN where undefined).
     """
 
@@ -196,6 +207,10 @@ class Contrast:
     n_resamples: int
     n_undefined: int
     refined: bool = False
+    p_signflip: float = float("nan")
+    p_signflip_min: float = float("nan")
+    signflip_exact: bool = True
+    few_clusters: bool = True
     spec: ContrastSpec | None = field(default=None, repr=False, compare=False)
     distribution: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -232,14 +247,17 @@ def run_contrasts(df: pd.DataFrame, specs: Sequence[ContrastSpec], resampler: Cl
         na, da, sa = _bincount_terms(index, ia, spec.metric, pos, g)
         nb, db, sb = _bincount_terms(index, ib, spec.metric, pos, g)
         stats.append(RatioStat(np.hstack([na, nb]), np.hstack([da, db]), np.concatenate([sa, sb]), sa.size))
-        pairs.append((pairings[key], np.unique(pos[ia]).size))
+        pairs.append((pairings[key], np.bincount(pos[ia], minlength=g) > 0))
     dists = resample_stats(resampler, stats)
     out = []
-    for j, (spec, ((ia, _, dropped), n_cl), stat) in enumerate(zip(specs, pairs, stats)):
+    for j, (spec, ((ia, _, dropped), active), stat) in enumerate(zip(specs, pairs, stats)):
         s = summarize(dists[:, j], alpha)
+        sf = signflip_test(stat, active, n_resamples=resampler.n_resamples, seed=resampler.seed)
+        n_cl = int(active.sum())
         out.append(Contrast(spec.arm_a, spec.arm_b, spec.metric.name, stat.value(), s.ci_low, s.ci_high,
-                            s.p_value, s.p_count, s.se_low, s.se_high, alpha, int(n_cl), int(ia.size),
-                            dropped, resampler.n_resamples, s.n_undefined, False, spec, dists[:, j].copy()))
+                            s.p_value, s.p_count, s.se_low, s.se_high, alpha, n_cl, int(ia.size),
+                            dropped, resampler.n_resamples, s.n_undefined, False, sf.p_value, sf.p_min, sf.exact,
+                            few_clusters(n_cl), spec, dists[:, j].copy()))
     return out
 
 
@@ -375,7 +393,9 @@ def contrast_table(df: pd.DataFrame, pairs: Sequence[tuple[str, str]],
     correction; every other row is exploratory and marked ``e`` when its interval excludes 0.
     With ``refine`` contrasts whose endpoint lies within ``refine_k`` Monte Carlo SEs of 0 are
     re-run at ``refine_resamples`` before Holm (``refined`` column). ``resampler=None`` builds a
-    10^4-resample one over the table's seeds with ``seed``.
+    10^4-resample one over the table's seeds with ``seed``. ``p_value`` is floored at ``1 / (B + 1)`` (so is
+    Holm's input); ``p_signflip``, ``p_signflip_min``, ``signflip_exact`` and ``few_clusters`` are
+    :class:`Contrast`'s; the ``ci`` column prints its bounds at the precision that decides their sign.
     """
     res = resampler or ClusterResampler.from_frame(df, seed=seed)
     specs = [_spec(a, b, m, restrict_both_closed, buyer, domains) for a, b in pairs for m in metrics]
@@ -411,7 +431,8 @@ def _row(c: Contrast) -> dict:
             "se_low": c.se_low, "se_high": c.se_high, "n_clusters": c.n_clusters,
             "n_episodes": c.n_episodes, "n_dropped": c.n_dropped, "n_resamples": c.n_resamples,
             "n_undefined": c.n_undefined, "refined": c.refined, "se": (se := contrast_se(c)),
-            "mde": minimum_detectable_effect(se, c.n_clusters, c.alpha)}
+            "mde": minimum_detectable_effect(se, c.n_clusters, c.alpha), "p_signflip": c.p_signflip,
+            "p_signflip_min": c.p_signflip_min, "signflip_exact": c.signflip_exact, "few_clusters": c.few_clusters}
 
 
 # -- looking rows up in the tidy frames ----------------------------------------------------------
