@@ -26,6 +26,25 @@ def test_design_contrasts_mark_the_primary_family():
     assert set(map(tuple, con[["arm_a", "arm_b"]].to_numpy())) == set(design_pairs(p))
 
 
+def test_primary_family_carries_the_sign_flip_test_and_the_few_clusters_flag():
+    """12 seed clusters: exact sign-flip with smallest p 2/2^12, flagged few (< 30); Holm on floored p-values."""
+    p, _, an, _ = paper_setup()
+    con = design_contrasts(an, p)
+    assert con["n_clusters"].eq(12).all() and con["few_clusters"].all() and con["signflip_exact"].all()
+    assert (con["p_signflip_min"] == 2 / 2 ** 12).all()
+    assert (con["p_signflip"] >= con["p_signflip_min"]).all() and (con["p_signflip"] <= 1).all()
+    assert (con["p_value"] >= 1 / (con["n_resamples"] + 1)).all()
+    df = an.df.copy()
+    for a, _ in p.statistics.primary:  # a gain no resample reaches zero from
+        df.loc[df["arm"] == a, "score"] += 1.0
+    strong = design_contrasts(Analysis(df, n_resamples=an.n_resamples, seed=an.seed), p)
+    prim = strong[strong["primary"]]
+    assert (prim["p_value"] == 1 / (an.n_resamples + 1)).all()
+    assert (prim["p_holm"] == 4 / (an.n_resamples + 1)).all()
+    assert (run_pairs(an, [("no_such_arm", "e2b_base")]).columns[-3:] == ["p_signflip", "p_signflip_min",
+                                                                        "few_clusters"]).all()
+
+
 def test_contrast_frames_are_numeric():
     p, _, an, _ = paper_setup()
     con = design_contrasts(an, p, metrics=("score", "deal_rate"))

@@ -2,9 +2,13 @@
 
 Contrasts are grouped by the seeds each pair shares (one resampler per seed set,
 :class:`negolib.analysis.resamplers.Analysis`), then the profile's prespecified primary family is
-Holm-corrected once over every group (:func:`holm_family`). Frames are numeric: ``primary``,
-``p_holm`` and ``significant`` say what a report marks (``*`` for a primary contrast significant after
-Holm, ``e`` for an exploratory interval excluding zero; see :func:`negolib.report.cells.contrast_marks`).
+Holm-corrected once over every group (:func:`holm_family`), on the bootstrap p-values floored at
+``1 / (B + 1)``. Frames are numeric: ``primary``, ``p_holm`` and ``significant`` say what a report marks
+(``*`` for a primary contrast significant after Holm, ``e`` for an exploratory interval excluding zero; see
+:func:`negolib.report.cells.contrast_marks`); beside the bootstrap every row carries the exact sign-flip test
+over its seed clusters (``p_signflip``, ``p_signflip_min``) and ``few_clusters`` (fewer than
+:data:`negolib.stats.FEW_CLUSTERS` clusters: the interval is not to be trusted), from
+:func:`negolib.paired.contrast_table`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ DISPLAY_COLUMNS = ("mark", "ci")
 """Formatted columns :func:`negolib.paired.contrast_table` adds, left out of the analysis frames."""
 
 CONTRAST_COLUMNS = ["arm_a", "arm_b", "metric", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "primary",
-                    "significant"]
+                    "significant", "p_signflip", "p_signflip_min", "few_clusters"]
 
 
 def numeric(frame: pd.DataFrame) -> pd.DataFrame:
