@@ -29,7 +29,7 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.analysis.guards import guards_frame
+from negolib.analysis.guards import guard_comparators, guards_frame
 from negolib.analysis.quoted import quoted_contrasts
 from negolib.analysis.quoted_diagnostics import kl_at_read, off_schema_ledger_share, walkaways
 from negolib.analysis.serving import serving_frame
@@ -52,8 +52,9 @@ P, paper = B.params, B.paper
 R = B.results()
 records = B.records()
 runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds]
+# (trained arm, same-size base); the base need not be evaluated: the guards compare with the starting policy
 trained = [(a, g.base) for g in P.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)
-           if a and a in R.arms and g.base in R.arms]
+           if a and a in R.arms]
 print(f"{len(records)} transcripts; {len(runs)} training runs; trained arms evaluated: {[a for a, _ in trained]}")
 
 # %% [markdown]
@@ -81,14 +82,19 @@ display(B.save_table(kl_read_table(kl_at_read(logs, P, [a for a, _ in trained]),
 
 # %% [markdown]
 # ## The four prespecified guards, per trained arm (App. E), plus ours
-# Each trained arm against its same-size base on their paired episodes, with paired seed-cluster
-# intervals on each change. The fourth guard is the transcripts at the end of this notebook. A fifth
+# Each trained arm against the policy its training started from, on their paired episodes, with paired
+# seed-cluster intervals on each change: where a run begins with a format warm-up that is the warm-up
+# (the run's step 0), not the raw base, which writes no parseable action and closes no deal, so a
+# deal rate compared with it "holds" whatever GRPO did. The warm-up itself is compared with the base it
+# started from; the paper's runs have no warm-up, so theirs is the base. Where no arm holding the
+# starting policy was evaluated the comparator falls back to the base, and the `comparator` column says
+# so. The fourth guard is the transcripts at the end of this notebook. A fifth
 # guard is ours: **accepts only offers** (the seller's invalid-accept rate, ACCEPTs with no buyer
 # COUNTER to accept, may rise by at most 0.01), which catches a seller that learned to try closing on
 # its own terms after a buyer turn that failed to parse.
 
 # %%
-display(B.save_table(guards_table(guards_frame(R.an, trained))))
+display(B.save_table(guards_table(guards_frame(R.an, guard_comparators(P, trained, R.an.has)))))
 
 # %% [markdown]
 # ## The template-tag guard, per arm (App. J)

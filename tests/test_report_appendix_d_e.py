@@ -25,8 +25,9 @@ def test_guards_are_worded_from_their_numbers():
     _, df = played()
     g = guards_frame(Analysis(df, n_resamples=200, seed=0), [("conceder", "boulware")])
     shown = guards_display(g)
-    assert list(shown.columns) == ["arm", "base_arm", "guard", "metric", "base", "arm_value", "delta", "ci",
-                                   "threshold", "passed", "note", "n_paired"]
+    assert list(shown.columns) == ["arm", "compared with", "comparator", "guard", "metric", "comparator value",
+                                   "arm value", "delta", "ci", "threshold", "passed", "note", "n_paired"]
+    assert set(shown["comparator"]) == {"given"} and set(shown["compared with"]) == {"boulware"}
     by = shown.set_index("guard")
     assert list(by["threshold"]) == ["delta >= -0.05", "delta <= 0.01", "delta <= 0.01", "arm < 24", "manual"]
     deal = g[g["metric"] == "deal_rate"].iloc[0]
@@ -39,6 +40,7 @@ def test_guards_are_worded_from_their_numbers():
     assert pd.isna(by.loc["transcripts read by hand", "ci"]) and by.loc["transcripts read by hand", "passed"] is None
     t = guards_table(g)
     assert list(t.frame.index.names) == ["arm", "guard"] and t.name == "guards"
+    assert "policy its training started from" in t.caption
     assert guards_table(pd.DataFrame()).frame.empty
 
 

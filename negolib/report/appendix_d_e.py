@@ -41,25 +41,35 @@ def _guard_words(r: Mapping[str, Any]) -> tuple[Any, str, str]:
 
 
 def guards_display(guards: pd.DataFrame) -> pd.DataFrame:
-    """The guards of :func:`negolib.analysis.guards.guards_frame` worded for display: the change's interval
-    (``ci``), the guard's ``threshold`` and a ``note`` in place of the numbers behind them."""
+    """The guards of :func:`negolib.analysis.guards.guards_frame` worded for display: the arm each was
+    ``compared with`` and which that is (``comparator``: the starting policy, or the base as a fallback), the
+    change's interval (``ci``), the guard's ``threshold`` and a ``note`` in place of the numbers behind them."""
     if guards.empty:
         return guards
     rows = []
     for r in guards.to_dict("records"):
         ci, threshold, note = _guard_words(r)
-        row = {k: r[k] for k in ("arm", "base_arm", "guard", "metric", "base", "arm_value", "delta")}
+        row = {"arm": r["arm"], "compared with": r["base_arm"], "comparator": r.get("comparator", "given")}
+        row.update({k: r[k] for k in ("guard", "metric")})
+        row.update({"comparator value": r["base"], "arm value": r["arm_value"], "delta": r["delta"]})
         row.update({"ci": ci, "threshold": threshold, "passed": r["passed"], "note": note, "n_paired": r["n_paired"]})
         row.update({k: v for k, v in r.items() if k == "protocol_hash"})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+GUARDS_CAPTION = ("Each trained arm against the policy its training started from (comparator \"starting "
+                  "policy\": the run's format warm-up, step 0, where it has one; the base for a run without one), "
+                  "so that a guard cannot pass because the comparator never parsed or closed a deal. Where no arm "
+                  "holding that policy was evaluated the comparator is the same-size base, and says so.")
+
+
 def guards_table(guards: pd.DataFrame) -> BookTable:
-    """Every trained arm's prespecified guards (and ours) against its base, indexed by (arm, guard)."""
+    """Every trained arm's prespecified guards (and ours) against the policy its training started from (or its
+    base, where that arm was not evaluated: the ``comparator`` column says which), indexed by (arm, guard)."""
     shown = guards_display(guards)
-    return simple_table("guards", "Prespecified guards of every trained arm",
-                        shown.set_index(["arm", "guard"]) if len(shown) else shown)
+    return simple_table("guards", "Prespecified guards of every trained arm, against the policy training started "
+                        "from", shown.set_index(["arm", "guard"]) if len(shown) else shown, GUARDS_CAPTION)
 
 
 def template_tag_table(serving: pd.DataFrame, params: Params | None = None) -> BookTable:
@@ -150,5 +160,5 @@ def table6_from_style(style_car: pd.DataFrame, params: Params, paper: PaperRepor
     return table6(voice, params, paper)
 
 
-__all__ = ["GUARD_NOTES", "STYLE_PAPER_KEYS", "guards_display", "guards_table", "style_diag_table", "table5", "table6",
-           "table6_from_style", "template_tag_table"]
+__all__ = ["GUARDS_CAPTION", "GUARD_NOTES", "STYLE_PAPER_KEYS", "guards_display", "guards_table", "style_diag_table",
+           "table5", "table6", "table6_from_style", "template_tag_table"]
