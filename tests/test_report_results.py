@@ -32,6 +32,7 @@ def test_table1_marks_and_paper_columns(setup):
     ours = ours[(ours["arm_a"] == "g31b_shared_104") & (ours["arm_b"] == "g31b_base")].iloc[0]
     assert t.frame.loc["Gemma 4 31B", "shared − base"].startswith(f"{ours['estimate']:+.3f}{ours['mark']}")
     assert list(t.data.columns[t.data.columns.get_loc("significant") + 1:][:2]) == ["mark", "ci"]
+    assert len(t.notes) == 1 and t.notes[0].startswith("Fewer than 30 seed clusters (here as few as 12)")
 
 
 def test_table2_and_table9_from_a_tidy_decomposition(setup):
@@ -64,6 +65,30 @@ def test_primary_family_with_the_papers_p_values(setup):
     assert primary_family_table(con.iloc[:0], paper).frame.columns.tolist() == ["paper: p at 2.3B / at 4.5B-31B"]
 
 
+def test_primary_family_shows_floored_p_sign_flip_and_few_clusters(setup):
+    """Issue 27: the fresh-clone default book printed +0.0365 [+0.0001, +0.1042], p = 0.0 over 5 clusters."""
+    p, paper, _, _, con = setup
+    t = primary_family_table(con, paper)
+    assert list(t.frame.columns[:9]) == ["S(a) − S(b) [95% CI]", "mark", "p (bootstrap)", "p (Holm)", "p (sign-flip)",
+                                         "smallest attainable p (sign-flip)", "clusters", "episodes", "se"]
+    assert set(t.frame["smallest attainable p (sign-flip)"]) == {"4.9e-04 (2/2^12)"}
+    assert set(t.frame["clusters"]) == {"12 †"} and any("fewer than 30 seed clusters" in n for n in t.notes)
+    assert any("1/(B+1)" in n for n in t.notes) and any("1/16" in n for n in t.notes)
+    assert {"p_signflip", "p_signflip_min", "few_clusters", "n_resamples"} <= set(t.data.columns)
+    row = {"arm_a": "smollm2_grpo", "arm_b": "smollm2_warmup", "metric": "score", "estimate": 0.0365,
+           "ci_low": 0.0001, "ci_high": 0.1042, "p_value": 1 / 10_001, "p_holm": 1 / 10_001, "primary": True,
+           "significant": True, "p_signflip": 0.0625, "p_signflip_min": 0.0625, "signflip_exact": True,
+           "few_clusters": True, "se": 0.03, "mde": 0.1, "n_clusters": 5, "n_episodes": 10, "n_resamples": 10_000}
+    r = primary_family_table(pd.DataFrame([row]), paper).frame.iloc[0]
+    assert r["S(a) − S(b) [95% CI]"] == "+0.0365* [+0.0001, +0.1042]"
+    assert r["p (bootstrap)"] == "≤ 1.0e-04" and r["p (sign-flip)"] == "0.0625"
+    assert r["smallest attainable p (sign-flip)"] == "0.0625 (2/2^5)" and r["clusters"] == "5 †"
+    assert any("as few as 5" in n and "126 distinct resamples" in n and "85%" in n
+               for n in primary_family_table(pd.DataFrame([row]), paper).notes)
+    wide = primary_family_table(pd.DataFrame([{**row, "n_clusters": 64, "few_clusters": False}]), paper)
+    assert wide.frame.iloc[0]["clusters"] == "64" and not any("fewer than 30" in n for n in wide.notes)
+
+
 def test_openings_and_frontier_put_the_paper_beside_ours(setup):
     p, paper, _, _, con = setup
     openings = pd.DataFrame([{"arm": "g12b_lr3_56", "n_episodes": 10, "opens_with_terms": 0.5,
@@ -86,6 +111,39 @@ def test_figure2_draws_ours_beside_the_papers(setup):
     fig2 = figure2(p, est, con, paper)
     titles = [ax.get_title() for ax in fig2.axes]
     assert any("ours" in t for t in titles) and any("paper (reported)" in t for t in titles)
+    ours_b, paper_b = fig2.axes[2], fig2.axes[3]
+    assert ours_b.get_title().startswith("(b) primary contrasts (statistics.primary)")
+    ticks = [t.get_text() for t in ours_b.get_xticklabels()]
+    assert ticks == [f"{a}\n− {b}" for a, b in p.statistics.primary]  # the primary family, not trained − base
+    prim = con[con["primary"]].set_index("arm_a")
+    for (a, _), line in zip(p.statistics.primary, ours_b.lines[::3]):
+        assert line.get_ydata()[0] == pytest.approx(prim.loc[a, "estimate"])
+    assert [t.get_text() for t in paper_b.get_xticklabels()][0].startswith("Gemma 4 E2B")
+    assert len(paper_b.get_xticklabels()) == 4
+
+
+def test_figure2b_plots_the_primary_contrast_not_the_gain_over_base(setup):
+    """The default profile's primary pairs GRPO with its warm-up: Figure 2(b) shows that contrast, and no arm's
+    difference from the raw base (the +0.66 the issue saw, mostly the warm-up's work)."""
+    import dataclasses
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    p, paper, _, est, _ = setup
+    q = dataclasses.replace(p, statistics=dataclasses.replace(p.statistics,
+                                                              primary=[["e2b_lr3_56", "e2b_shared_64"]]))
+    con = pd.DataFrame([
+        {"arm_a": "e2b_lr3_56", "arm_b": "e2b_shared_64", "metric": "score", "estimate": 0.0365, "ci_low": 0.0001,
+         "ci_high": 0.1042, "primary": True, "significant": True, "few_clusters": True},
+        {"arm_a": "e2b_lr3_56", "arm_b": "e2b_base", "metric": "score", "estimate": 0.66, "ci_low": 0.6,
+         "ci_high": 0.7, "primary": False, "significant": True, "few_clusters": True}])
+    bx = figure2(q, est, con, paper).axes[2]
+    assert [t.get_text() for t in bx.get_xticklabels()] == ["e2b_lr3_56\n− e2b_shared_64"]
+    ys = [y for line in bx.lines for y in line.get_ydata()]
+    assert 0.66 not in ys and 0.0365 in ys
+    texts = [t.get_text() for t in bx.texts]
+    assert texts == ["+0.0365* †\n[+0.0001, +0.1042]"]
 
 
 def test_table2_shows_the_papers_marks_as_printed(setup):

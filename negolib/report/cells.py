@@ -7,6 +7,7 @@ exploratory interval excluding zero (from the frames' ``primary`` and ``signific
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from negolib.diagnostics import DECOMPOSITION_METRICS, HASH_FIELD
 from negolib.formatting import DASH, fmt_ci, fmt_num, is_number
 from negolib.paired import contrast_lookup
 from negolib.params import Params
+from negolib.stats import FEW_CLUSTERS, percentile_coverage
 
 ROLE_LABELS = {"base": "base", "shared_early": "shared LR (early)", "shared": "shared LR",
                "lr3": "3× LR", "lr10": "10× LR"}
@@ -49,6 +51,29 @@ def contrast_data(contrasts: pd.DataFrame) -> pd.DataFrame:
     out.insert(at + 1, "ci", [fmt_ci(e, lo, hi, signed=True, missing=None)
                               for e, lo, hi in zip(out["estimate"], out["ci_low"], out["ci_high"])])
     return out
+
+
+FEW = "†"
+"""The mark of a contrast over too few seed clusters for its interval to be trusted (``few_clusters``)."""
+
+
+def few_clusters_note(contrasts: pd.DataFrame | None) -> str | None:
+    """The table note for contrasts flagged ``few_clusters`` (fewer than :data:`negolib.stats.FEW_CLUSTERS` seed
+    clusters): why their percentile intervals are not to be trusted, at the fewest clusters shown; None when no
+    row is flagged."""
+    if contrasts is None or contrasts.empty or "few_clusters" not in contrasts.columns:
+        return None
+    few = contrasts[contrasts["few_clusters"].astype(bool)]
+    if few.empty:
+        return None
+    g = int(few["n_clusters"].min())
+    cov = percentile_coverage(g)
+    n_resamples = math.comb(2 * g - 1, g) if g > 0 else 0
+    return (f"{FEW} fewer than {FEW_CLUSTERS} seed clusters (here as few as {g}): too few for the percentile "
+            f"bootstrap interval to be trusted. Cluster-bootstrap and cluster-robust inference over-reject with "
+            f"few clusters (Cameron, Gelbach & Miller 2008, 5-30 clusters; MacKinnon & Webb 2017); over {g} "
+            f"clusters the bootstrap has at most {n_resamples:,} distinct resamples, and a nominal 95% percentile "
+            f"interval of a normal mean covers about {cov:.0%}. Read the exact sign-flip p beside it.")
 
 
 DECOMP_LABELS = {DECOMP_NAMES[k]: m.label for k, m in DECOMPOSITION_METRICS.items() if k in DECOMP_NAMES}
@@ -114,5 +139,6 @@ def fmt_count(n: Any) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-__all__ = ["DECOMP_LABELS", "ROLE_LABELS", "arm_label", "contrast_cell", "contrast_data", "contrast_marks",
-           "decomposition_data", "estimate_cell", "fmt_count", "frame", "marked_lookup", "paper_ref"]
+__all__ = ["DECOMP_LABELS", "FEW", "ROLE_LABELS", "arm_label", "contrast_cell", "contrast_data", "contrast_marks",
+           "decomposition_data", "estimate_cell", "few_clusters_note", "fmt_count", "frame", "marked_lookup",
+           "paper_ref"]

@@ -1,5 +1,5 @@
 """Notebook 5 (results, paper §5): the primary family, Table 1 (paired gains by size and learning rate),
-Figure 2 (arm-level S and paired differences from base), Table 2 (openings and the distributive /
+Figure 2 (arm-level S and the primary contrasts), Table 2 (openings and the distributive /
 integrative decomposition; with every interval it is Table 9), the openings and the reference-seller
 contrasts, each with the paper's reported values beside ours (columns and panels labelled ``paper``).
 """
@@ -12,17 +12,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
+from negolib.formatting import DASH, decisive_digits, fmt_ci, fmt_num, fmt_p, fmt_pct
 from negolib.paired import estimate_lookup
 from negolib.paper import PaperReported
 from negolib.params import Params, SizeGroup
 from negolib.report.booktable import BookTable, fmt_paper, simple_table
 from negolib.report.cells import (
+    FEW,
     ROLE_LABELS,
     contrast_cell,
     contrast_data,
     decomposition_data,
     estimate_cell,
+    few_clusters_note,
     frame,
     marked_lookup,
     paper_ref,
@@ -32,20 +34,54 @@ from negolib.report.figures import PAPER_SIZES, ROLE_STYLE, pyplot
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-FAMILY_COLUMNS = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "mark", "se", "mde",
-                  "n_clusters", "n_episodes"]
+FAMILY_COLUMNS = ["arm_a", "arm_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "mark", "p_signflip",
+                  "p_signflip_min", "few_clusters", "se", "mde", "n_clusters", "n_episodes", "n_resamples"]
+"""The numbers behind the primary-family table (its ``_data.csv``)."""
+
+FAMILY_NOTES = (
+    "p (bootstrap) inverts the 95% percentile interval and is never shown below 1/(B+1) for B resamples "
+    "(≤ marks a p at that floor: no resample reached zero, and the resampling cannot resolve a smaller p); "
+    "Holm runs on these floored values.",
+    "p (sign-flip) is the exact two-sided randomisation test over the seed clusters (the arms' labels swapped in "
+    "every subset of clusters; a seeded Monte Carlo of 1/(B+1) resolution above 20 clusters). Its smallest "
+    "attainable p is 2/2^C at C clusters: 1/16 = 0.0625 at 5, so at 5 clusters no test at the 0.05 level can "
+    "reject, whatever the gain (a one-sided test's floor would be 1/32).",
+)
+
+
+def _smallest_p(r: Mapping[str, Any]) -> str:
+    rule = f"2/2^{int(r['n_clusters'])}" if r.get("signflip_exact", True) else "1/(B+1)"
+    return f"{fmt_p(r['p_signflip_min'])} ({rule})" if np.isfinite(r["p_signflip_min"]) else DASH
 
 
 def primary_family_table(contrasts: pd.DataFrame, paper: PaperReported) -> BookTable:
-    """The prespecified primary family (trained minus reference arm, Holm-corrected), with each contrast's
-    minimum detectable effect; the paper's p-values beside."""
+    """The prespecified primary family (trained minus reference arm, Holm-corrected): each contrast's interval at
+    the precision that decides its bounds, its bootstrap p (floored at 1/(B+1)), Holm p, the exact sign-flip p and
+    the smallest p that test can give, its clusters (``†``: too few for the interval to be trusted, explained in
+    a note) and minimum detectable effect; the paper's p-values beside."""
     prim = contrasts[contrasts["primary"]] if not contrasts.empty else pd.DataFrame()
-    family = contrast_data(prim)[FAMILY_COLUMNS].round(4).set_index(["arm_a", "arm_b"]) if len(prim) else \
-        pd.DataFrame()
     st = paper.get("statistics")
     paper_p = {"p at 2.3B / at 4.5B-31B": f"{st['primary_p_e2b']} / <= {st['primary_p_max_significant']:g}"}
-    return simple_table("primary_family", "Primary family: trained − reference arm (Holm)", family,
-                        paper_values=paper_p)
+    if not len(prim):
+        return simple_table("primary_family", "Primary family: trained − reference arm (Holm)", pd.DataFrame(),
+                            paper_values=paper_p)
+    data = contrast_data(prim)
+    rows = []
+    for r in data.to_dict("records"):
+        few = bool(r.get("few_clusters", False))
+        rows.append({"arm_a": r["arm_a"], "arm_b": r["arm_b"],
+                     "S(a) − S(b) [95% CI]": fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=True,
+                                                    mark=r["mark"]),
+                     "mark": r["mark"], "p (bootstrap)": fmt_p(r["p_value"], floor=1 / (r["n_resamples"] + 1)),
+                     "p (Holm)": fmt_p(r["p_holm"]), "p (sign-flip)": fmt_p(r.get("p_signflip")),
+                     "smallest attainable p (sign-flip)": _smallest_p(r),
+                     "clusters": f"{int(r['n_clusters'])}{' ' + FEW if few else ''}", "episodes": int(r["n_episodes"]),
+                     "se": fmt_num(r["se"], 4), "mde": fmt_num(r["mde"], 4)})
+    t = simple_table("primary_family", "Primary family: trained − reference arm (Holm)",
+                     frame(rows).set_index(["arm_a", "arm_b"]), paper_values=paper_p)
+    t.data = data[[c for c in FAMILY_COLUMNS if c in data.columns]]
+    t.notes = [*FAMILY_NOTES, *[n for n in (few_clusters_note(prim),) if n]]
+    return t
 
 
 def table1(contrasts: pd.DataFrame, est: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
@@ -69,10 +105,16 @@ def table1(contrasts: pd.DataFrame, est: pd.DataFrame, params: Params, paper: Pa
             "paper: 3×LR − base": pc("lr3_minus_base"),
             "paper: 3×LR − shared (early)": pc("lr3_minus_shared_early"),
             "paper: 3×LR − shared (@104)": pc("lr3_minus_shared") + (" †" if p.get("dagger") else "")})
+    shown = {(a, b) for g in params.design.sizes for a, b in ((g.shared, g.base), (g.lr3, g.base),
+                                                                 (g.lr3, g.shared_early), (g.lr3, g.shared)) if a and b}
+    on_show = contrasts[[(a, b) in shown and m == "score" for a, b, m in
+                         zip(contrasts["arm_a"], contrasts["arm_b"], contrasts["metric"])]] if len(contrasts) else None
+    note = few_clusters_note(on_show)
     return BookTable("table1", "Table 1: paired gains by size and learning rate", frame(rows, "size"),
                      "Pointwise 95% seed-cluster bootstrap intervals on within-scenario paired differences. "
                      "* survives Holm correction over the profile's prespecified primary family; e marks an "
-                     "exploratory, unadjusted interval excluding zero.", contrast_data(contrasts))
+                     "exploratory, unadjusted interval excluding zero.", contrast_data(contrasts),
+                     notes=[note.replace(f"{FEW} f", "F", 1)] if note else [])
 
 
 def _roles(g: SizeGroup) -> str:
@@ -179,29 +221,42 @@ def frontier_table(contrasts: pd.DataFrame, params: Params, paper: PaperReported
                      contrast_data(contrasts))
 
 
+def _role_of(params: Params, arm: str) -> str:
+    """The recipe role (a :data:`ROLE_STYLE` key) ``arm`` plays in its size group; ``shared`` when none."""
+    for g in params.design.sizes:
+        for role in ("lr3", "lr10", "shared", "base"):
+            if getattr(g, role) == arm:
+                return role
+    return "shared"
+
+
 def _ours_fig2(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame) -> tuple[list, list, list]:
+    """(arm points, primary contrasts, reference lines) of our panels: points ``(x, role, S, lo, hi)``; primary
+    contrasts ``(label, role, estimate, lo, hi, mark, few_clusters)`` in ``statistics.primary`` order."""
     el, cl = estimate_lookup(est), marked_lookup(contrasts)
-    pts, diffs, refs = [], [], []
+    pts, prim, refs = [], [], []
     for i, g in enumerate(params.design.sizes):
         for role in ("base", "shared", "lr3", "lr10"):
             arm = getattr(g, role)
             r = el.get((arm, "score")) if arm else None
             if r is not None:
                 pts.append((i, role, r["estimate"], r.get("ci_low"), r.get("ci_high")))
-            c = cl.get((arm, g.base, "score")) if arm and role != "base" else None
-            if c is not None:
-                lab = c.get("mark") or ("n.s." if c.get("primary") else "")
-                diffs.append((i, role, c["estimate"], c["ci_low"], c["ci_high"], lab))
+    for a, b in params.statistics.primary:
+        c = cl.get((a, b, "score"))
+        if c is not None:
+            prim.append((f"{a}\n− {b}", _role_of(params, a), c["estimate"], c["ci_low"], c["ci_high"],
+                         c.get("mark") or "n.s.", bool(c.get("few_clusters", False))))
     sized = {a for g in params.design.sizes for a in (g.base, g.shared, g.shared_early, g.lr3, g.lr10) if a}
     for arm in params.arms:
         r = el.get((arm, "score"))
         if arm not in sized and r is not None:
             refs.append((arm, r["estimate"], arm in params.design.frontier))
-    return pts, diffs, refs
+    return pts, prim, refs
 
 
 def _paper_fig2(paper: PaperReported) -> tuple[list, list, list]:
-    pts, diffs, refs = [], [], []
+    """The paper's panels, as :func:`_ours_fig2`'s; its primary family is the shared-LR gain over base at each size."""
+    pts, prim, refs = [], [], []
     recipe_arm = {"base": "{}_base", "shared": "{}_shared_104", "lr3": "{}_lr3_56", "lr10": "{}_lr10_56"}
     prefix = {"E2B": "e2b", "E4B": "e4b", "12B": "g12b", "31B": "g31b"}
     for i, size in enumerate(PAPER_SIZES):
@@ -212,19 +267,15 @@ def _paper_fig2(paper: PaperReported) -> tuple[list, list, list]:
             elif s is not None:
                 pts.append((i, role, s, None, None))
         t1 = paper.get("table1", size, default={}) or {}
-        for role, key in (("shared", "shared_minus_base"), ("lr3", "lr3_minus_base")):
-            v = t1.get(key)
-            if v:
-                mark = t1.get(f"{key}_mark", "") or ("n.s." if role == "shared" else "")
-                diffs.append((i, role, v[0], v[1], v[2], mark))
-        v = paper.get("contrasts", "e2b_lr10_minus_base") if size == "E2B" else None
+        v = t1.get("shared_minus_base")
         if v:
-            diffs.append((i, "lr10", v[0], v[1], v[2], "e"))
+            label = paper.get("sizes", size, "label", default=size)
+            prim.append((label, "shared", v[0], v[1], v[2], t1.get("shared_minus_base_mark") or "n.s.", False))
     for ref in ("sonnet5", "terra"):
         s = paper.arm(ref).get("score")
         if s:
             refs.append((paper.arm_label(ref), s[0], True))
-    return pts, diffs, refs
+    return pts, prim, refs
 
 
 def _draw_points(ax: Any, pts: list, jitter: float = 0.12) -> None:
@@ -243,17 +294,30 @@ def _draw_points(ax: Any, pts: list, jitter: float = 0.12) -> None:
                     linestyle="-" if len(sub) > 1 else "none", lw=0.8)
 
 
+def _draw_primary(bx: Any, prim: list) -> None:
+    """One errorbar per primary contrast at x = 0, 1, ..., annotated with its estimate (at the precision its
+    bounds need), its mark (``*`` or ``n.s.``) and ``†`` for too few clusters."""
+    for i, (_, role, e, lo, hi, mark, few) in enumerate(prim):
+        _, color, marker = ROLE_STYLE.get(role, ROLE_STYLE["shared"])
+        bx.errorbar([i], [e], yerr=[[e - lo], [hi - e]], fmt=marker, color=color, capsize=4, ms=7)
+        d = decisive_digits(lo, hi)
+        text = f"{e:+.{d}f}{mark if mark == '*' else ' ' + mark}{' ' + FEW if few else ''}"
+        bx.annotate(f"{text}\n[{lo:+.{d}f}, {hi:+.{d}f}]", (i + 0.08, e), fontsize=7)
+
+
 def figure2(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: PaperReported) -> Figure:
     """Figure 2. Top: arm-level S [95% CI] by size and recipe, reference sellers as horizontal lines
-    (frontier: solid; other arms, e.g. scripted baselines: dotted). Bottom: paired differences from
-    the same-size base with 95% intervals (* Holm-significant primary; e exploratory; n.s.)."""
+    (frontier: solid; other arms, e.g. scripted baselines: dotted). Bottom: the primary contrasts
+    (``statistics.primary``: what training added over the policy it is compared with, e.g. GRPO − its format
+    warm-up) with 95% paired intervals (* Holm-significant; n.s.; † too few clusters), beside the paper's primary
+    family (shared LR − base at each size)."""
     plt = pyplot()
-    ratios = [max(1, len(params.design.sizes)) + 1.5, 5]
+    ratios = [max(1, len(params.design.sizes), len(params.statistics.primary)) + 1.5, 5]
     fig, axes = plt.subplots(2, 2, figsize=(15, 8.5), gridspec_kw={"width_ratios": ratios})
     panels = [("ours", [g.label for g in params.design.sizes], _ours_fig2(params, est, contrasts)),
               ("paper (reported)", [paper.get("sizes", s, "label", default=s) for s in PAPER_SIZES],
                _paper_fig2(paper))]
-    for col, (who, labels, (pts, diffs, refs)) in enumerate(panels):
+    for col, (who, labels, (pts, prim, refs)) in enumerate(panels):
         ax, bx = axes[0, col], axes[1, col]
         labels = labels or []
         _draw_points(ax, pts)
@@ -269,22 +333,19 @@ def figure2(params: Params, est: pd.DataFrame, contrasts: pd.DataFrame, paper: P
             ax.legend(fontsize=7, loc="upper left")
         elif ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-        _draw_points(bx, [(d[0], d[1], d[2], d[3], d[4]) for d in diffs])
-        for d in diffs:
-            if d[1] == "shared" or d[5] in ("*", "n.s."):
-                bx.annotate(f"{d[2]:+.3f}{d[5] if d[5] in ('*', 'e') else ' ' + d[5] if d[5] else ''}",
-                            (d[0] + 0.08, d[2]), fontsize=7)
+        _draw_primary(bx, prim)
         bx.axhline(0, color="k", lw=0.8)
-        bx.set_xticks(range(len(labels)), labels, fontsize=8)
-        bx.set_xlim(-0.6, max(len(labels), 1) - 0.4)
-        bx.set_ylabel("paired difference from base (S)")
-        bx.set_title(f"(b) trained arm − base, 95% paired intervals: {who}", fontsize=10)
+        bx.set_xticks(range(len(prim)), [p[0] for p in prim], fontsize=8)
+        bx.set_xlim(-0.6, max(len(prim), 1) - 0.4)
+        bx.set_ylabel("paired difference (S)")
+        what = "shared LR − base" if who.startswith("paper") else "statistics.primary"
+        bx.set_title(f"(b) primary contrasts ({what}), 95% paired intervals: {who}", fontsize=10)
         if who.startswith("paper"):
             bx.axvline(1.5, ls=":", color="k", lw=1)
         if not pts:
             ax.text(0.5, 0.5, "no arms of this design evaluated", transform=ax.transAxes, ha="center")
-        if not diffs:
-            bx.text(0.5, 0.5, "no paired contrasts", transform=bx.transAxes, ha="center")
+        if not prim:
+            bx.text(0.5, 0.5, "no primary contrast evaluated", transform=bx.transAxes, ha="center")
     fig.tight_layout()
     return fig
 
