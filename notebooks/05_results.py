@@ -17,7 +17,7 @@
 # # 5. Results (paper §5)
 #
 # Computed from the transcripts notebook 4 wrote: **Table 1** (paired gains by size and learning
-# rate), **Figure 2** ((a) arm-level score S with intervals, (b) paired differences from base),
+# rate), **Figure 2** ((a) arm-level score S with intervals, (b) the primary contrasts),
 # **Table 2** (what the trained sellers do differently: openings and the distributive/integrative
 # decomposition) and the reference-seller contrasts. All intervals are 95% percentile bootstraps
 # resampling evaluation seeds as clusters, on within-scenario paired differences; the prespecified
@@ -35,6 +35,7 @@ from negolib.analysis.quoted import quoted_contrasts
 from negolib.analysis.quoted_diagnostics import gain_shares, integrative_split, late_close_change, self_play_split
 from negolib.book import open_book
 from negolib.diagnostics import openings_table
+from negolib.formatting import fmt_ci, fmt_p
 from negolib.report.quoted import (
     gain_shares_table,
     integrative_table,
@@ -64,10 +65,20 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 
 # %% [markdown]
 # ## The prespecified primary family
-# Each contrast is S(trained) − S(base) on the scenarios both arms played; p-values invert the
-# percentile interval (p < 0.05 exactly when the 95% interval excludes 0) and are Holm-corrected
-# over the family. The paper's family is the four shared-LR gains at 104 steps (App. K: p ≤ 1.4e-4
-# at 4.5B, 12B and 31B; p = 0.91 at 2.3B). The family is the profile's `statistics.primary`: where a
+# Each contrast is S(trained) − S(reference) on the scenarios both arms played; bootstrap p-values invert the
+# percentile interval (p < 0.05 exactly when the 95% interval excludes 0), are never shown below 1/(B+1) for B
+# resamples (a p of exactly 0 is not a result: it only says no resample reached zero) and are Holm-corrected
+# over the family. Intervals print at the precision that decides their bounds: +0.0001, not +0.000.
+#
+# With few seed clusters the percentile bootstrap is not to be trusted: over C clusters it has at most
+# C(2C−1, C) distinct resamples (126 at 5) and under-covers (a nominal 95% interval of a normal mean covers
+# about 85% at 5 clusters). Rows with fewer than 30 clusters carry `†` (Cameron, Gelbach & Miller 2008;
+# MacKinnon & Webb 2017). Beside the bootstrap the table gives an exact **sign-flip (randomisation) test**
+# over the clusters, two-sided, and the smallest p it can give, 2/2^C: 1/16 at 5 clusters, above 0.05, so
+# at 5 clusters no test at that level can reject, whatever the gain.
+#
+# The paper's family is the four shared-LR gains at 104 steps (App. K: p ≤ 1.4e-4 at 4.5B, 12B and 31B;
+# p = 0.91 at 2.3B, over 64 seed clusters). The family is the profile's `statistics.primary`: where a
 # run has a format warm-up (the embedded default), its reference arm is the warm-up (the policy GRPO
 # started from), so the contrast measures what GRPO itself added; the raw base arm is still reported.
 #
@@ -80,9 +91,12 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 # %%
 display(B.save_table(primary_family_table(R.contrasts, paper)))
 for r in R.primary().itertuples():
-    verdict = "excludes zero after Holm" if r.significant else "does not exclude zero"
-    print(f"{r.arm_a} − {r.arm_b}: {r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] over {r.n_clusters} seed "
-          f"clusters: the interval {verdict}; minimum detectable effect (80% power) {r.mde:.3f}")
+    verdict = "is significant after Holm" if r.significant else "is not significant after Holm"
+    few = "; too few clusters for the interval to be trusted" if r.few_clusters else ""
+    print(f"{r.arm_a} − {r.arm_b}: {fmt_ci(r.estimate, r.ci_low, r.ci_high, signed=True)} over {r.n_clusters} seed "
+          f"clusters: bootstrap p {fmt_p(r.p_value, floor=1 / (r.n_resamples + 1))}, Holm p {fmt_p(r.p_holm)} "
+          f"({verdict}); exact sign-flip p {fmt_p(r.p_signflip)} (its smallest attainable p "
+          f"{fmt_p(r.p_signflip_min)}){few}; minimum detectable effect (80% power) {r.mde:.3f}")
 
 # %% [markdown]
 # ## Table 1: paired gains by size and learning rate
@@ -109,9 +123,10 @@ display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("5",)), "5
 # ## Figure 2
 # (a) Attained seller score S per arm (arm-level means with seed-cluster intervals); horizontal lines
 # are reference sellers (solid: frontier sellers; dotted: other arms of the profile, e.g. the
-# scripted baselines). (b) The trained arms as paired differences from their base (these intervals
-# are on within-scenario differences and are not comparable with (a)'s). Left: ours; right: the
-# paper's reported values.
+# scripted baselines). (b) The primary contrasts (`statistics.primary`, e.g. GRPO − its format warm-up:
+# what GRPO added, not the warm-up's work that a difference from the raw base would mostly show), with
+# paired 95% intervals (on within-scenario differences, not comparable with (a)'s; † too few clusters).
+# Left: ours; right: the paper's reported values (its primary family, shared LR − base).
 
 # %%
 fig = figure2(P, R.est, R.contrasts, paper)
