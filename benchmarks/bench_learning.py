@@ -17,8 +17,9 @@ no deal. With 2, about half the warmed-up openings close, so the deal splits mos
 gradient. The best play is one parseable opening that names the seller's ideal value of every term (an unnamed
 term scores at its default, half its weight). By default the rung plays one domain, ``software_license``, whose
 four continuous terms the seller always wants high, so part of the optimum is the same in every scenario
-(``--domain`` another training domain). Episodes are one round, in the training
-environment of the book's matched lesson (:mod:`negolib.training.lesson`: terms on an ACCEPT ignored), on the training scaffold, in both training and evaluation.
+(``--domain`` another training domain). Episodes are one round, in the environment of the book's matched
+lesson (:mod:`negolib.training.lesson`: terms on an ACCEPT ignored), on the training scaffold, in both training
+and evaluation.
 
 Evaluation: ``--eval-episodes`` scenarios on the reserved evaluation seeds (one seed each, of the rung's
 domain), the same for both arms, sampled with the same seeds (common random numbers: arms with identical

@@ -97,6 +97,11 @@ for r in R.primary().itertuples():
           f"clusters: bootstrap p {fmt_p(r.p_value, floor=1 / (r.n_resamples + 1))}, Holm p {fmt_p(r.p_holm)} "
           f"({verdict}); exact sign-flip p {fmt_p(r.p_signflip)} (its smallest attainable p "
           f"{fmt_p(r.p_signflip_min)}){few}; minimum detectable effect (80% power) {r.mde:.3f}")
+primary_rows = [{"arms": [r.arm_a, r.arm_b], "metric": "S", "estimate": r.estimate, "ci_low": r.ci_low,
+                 "ci_high": r.ci_high, "p_value": r.p_value, "p_holm": r.p_holm, "p_signflip": r.p_signflip,
+                 "mde": r.mde, "n_paired": getattr(r, "n_episodes", None), "n_clusters": r.n_clusters,
+                 "few_clusters": bool(r.few_clusters)} for r in R.primary().itertuples()]
+B.update_headline(primary=primary_rows)  # outputs/<profile>/headline.json: the README's results table reads it
 
 # %% [markdown]
 # ## Table 1: paired gains by size and learning rate
