@@ -119,6 +119,8 @@ def test_better_deals_are_learning_and_more_deals_alone_are_named_as_such():
     assert res2.estimates["S"].ci_low > 0 and res2.estimates["utility on deals"].diff < 0
     assert res2.verdict.startswith("closes more")
     assert res2.estimates["deal rate"].diff == pytest.approx(2 / 3)
+    res3 = lesson_result(more, low, LESSON, n_resamples=2000)  # the same arms the other way round
+    assert res3.verdict.startswith("worse")
 
 
 def test_arms_on_different_scenarios_are_refused():

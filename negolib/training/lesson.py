@@ -306,6 +306,8 @@ def decompose(start: dict[str, float], trained: dict[str, float], no_deal: float
 
 
 def _verdict(s: Estimate, u: Estimate) -> str:
+    if s.ci_high < 0:
+        return "worse: S fell (the interval excludes zero from below)"
     if not s.ci_low > 0:
         return "no gain shown: the interval of the S gain does not exclude zero"
     if math.isfinite(u.diff) and u.diff >= 0:
