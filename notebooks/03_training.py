@@ -301,7 +301,8 @@ if lesson_res is not None:
     est = lesson_res.estimates
     B.update_headline(lesson={
         "arms": ["lesson_trained", "lesson_start"], "estimate": est["S"].diff, "ci_low": est["S"].ci_low,
-        "ci_high": est["S"].ci_high, "p_value": est["S"].p_value, "mde": lesson_res.observed_mde,
+        "ci_high": est["S"].ci_high, "p_value": est["S"].p_value, "p_signflip": lesson_res.p_signflip,
+        "mde": lesson_res.observed_mde,
         "preregistered_mde": prereg.mde, "n_paired": lesson_res.n_paired, "n_clusters": lesson_res.n_clusters,
         "utility_on_deals": {"estimate": est["utility on deals"].diff, "ci_low": est["utility on deals"].ci_low,
                              "ci_high": est["utility on deals"].ci_high},

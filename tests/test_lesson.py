@@ -103,6 +103,7 @@ def test_identical_arms_show_no_gain():
     assert res.estimates["S"].diff == 0 and res.changed == 0
     assert res.verdict.startswith("no gain shown")
     assert res.estimates["S"].p_value >= 1 / 2001  # never below 1/(B+1)
+    assert res.p_signflip == 1.0
 
 
 def test_better_deals_are_learning_and_more_deals_alone_are_named_as_such():
@@ -112,6 +113,7 @@ def test_better_deals_are_learning_and_more_deals_alone_are_named_as_such():
     res = lesson_result(start, better, LESSON, n_resamples=2000)
     assert res.estimates["S"].ci_low > 0 and res.estimates["utility on deals"].diff > 0
     assert res.verdict.startswith("learned")
+    assert res.p_signflip < 0.05 and res.p_signflip_min == pytest.approx(1 / 2001)  # 60 clusters: Monte Carlo
     # more deals at worse utility: S rises, utility on deals falls
     low = _records([0.1] * 20 + [-0.3] * 40, [True] * 20 + [False] * 40, [0.1] * 20 + [0.0] * 40)
     more = _records([0.05] * 60, [True] * 60, [0.05] * 60)

@@ -62,7 +62,9 @@ def lesson_table(res: Any) -> BookTable:
                      "interval excludes 0": "yes" if e.excludes_zero else "no"})
     df = pd.DataFrame(rows).set_index("outcome")
     caption = (f"{res.n_paired} paired held-out episodes in {res.n_clusters} seed clusters, {res.changed} of them "
-               f"changed; percentile cluster bootstrap, {res.n_resamples:,} resamples (p at least 1/(B+1)). "
+               f"changed; percentile cluster bootstrap, {res.n_resamples:,} resamples (p at least 1/(B+1)); "
+               f"paired sign-flip test of the S gain p = {_p(res.p_signflip, res.n_resamples)} (smallest "
+               f"attainable {res.p_signflip_min:.2g}). "
                f"Observed paired SD {res.observed_sd:.3f}: minimum detectable effect {res.observed_mde:.3f}. "
                f"Verdict: {res.verdict}.")
     return BookTable("lesson_contrast", "The matched lesson: trained minus start on held-out seeds", df, caption)

@@ -29,7 +29,14 @@ import numpy as np
 
 from negolib.agents.base import Agent
 from negolib.games.multi_issue.env import EnvConfig
-from negolib.stats import ClusterResampler, RatioStat, minimum_detectable_effect, resample_stats, summarize
+from negolib.stats import (
+    ClusterResampler,
+    RatioStat,
+    minimum_detectable_effect,
+    resample_stats,
+    signflip_diffs,
+    summarize,
+)
 from negolib.training.config import LessonConfig, TrainConfig
 from negolib.training.ladder import BUYER, AcceptingBuyer
 
@@ -281,6 +288,8 @@ class LessonResult:
     changed: int  # paired episodes whose S differs
     verdict: str
     example_seed: int = field(default=-1)
+    p_signflip: float = math.nan  # paired sign-flip (randomisation) test of the S gain over the clusters
+    p_signflip_min: float = math.nan  # the smallest p that test can give here
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "estimates": {k: asdict(v) for k, v in self.estimates.items()}}
@@ -346,8 +355,10 @@ def lesson_result(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
     sd = float(np.std(d, ddof=1)) if n > 1 else math.nan
     mde = minimum_detectable_effect(sd / math.sqrt(n), n, alpha, lesson.power) if sd > 0 else math.nan
     changed = int(np.count_nonzero(np.abs(d) > 1e-12))
+    flip = signflip_diffs(d, n_resamples=n_resamples, seed=seed) if n > 1 else None
     return LessonResult(est, decompose(sb, sa), n, n, sd, mde, n_resamples, changed,
-                        _verdict(est["S"], est["utility on deals"]), int(a.seeds[0]) if n else -1)
+                        _verdict(est["S"], est["utility on deals"]), int(a.seeds[0]) if n else -1,
+                        flip.p_value if flip else math.nan, flip.p_min if flip else math.nan)
 
 
 def opening_text(record: dict[str, Any]) -> str:
