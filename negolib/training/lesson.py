@@ -43,6 +43,7 @@ from negolib.training.ladder import BUYER, AcceptingBuyer
 PRIMARY = "S"
 SECONDARY = ("utility on deals", "deal rate", "mean turns", "bad-parse rate")
 NO_DEAL_SCORE = -EnvConfig().no_deal_penalty
+BUYER_TURN_TOKENS = 96  # room a round leaves in the context for the buyer's reply (its prose and the chat tags)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
         learning_rate=lesson.learning_rate, warmup_steps=lesson.warmup_steps, kl_beta=lesson.kl_beta,
         loo_std_floor=lesson.loo_std_floor, max_new_tokens=lesson.max_new_tokens,
         max_prompt_tokens=lesson.max_prompt_tokens,
-        max_context_tokens=lesson.max_prompt_tokens + lesson.max_new_tokens * lesson.rounds + 64,
+        max_context_tokens=lesson.max_prompt_tokens + (lesson.max_new_tokens + BUYER_TURN_TOKENS) * lesson.rounds,
         max_rollout_turns=lesson.rounds, max_rounds=lesson.rounds, scaffold=lesson.scaffold,
         accept_applies_terms=lesson.accept_applies_terms, buyer_mixture={buyer_name(lesson): 1.0},
         train_domains=(lesson.domain,), train_seeds_per_domain=lesson.steps * lesson.scenarios_per_step,
