@@ -257,16 +257,17 @@ display(B.save_table(training_table(training_summary(logs, vals), paper)))
 # %%
 if lesson is not None and importlib.util.find_spec("trl"):
     from negolib.report.lesson import decomposition_table, lesson_figure, lesson_table, side_by_side
-    from negolib.training.lesson import evaluate_lesson, lesson_result, opening_text, train_lesson
+    from negolib.training.lesson import evaluate_lesson, lesson_key, lesson_result, opening_text, train_lesson
     from negolib.training.runs import training_run_dir, warmup_dir
 
     t0 = time.perf_counter()
     start_policy = warmup_dir(training_run_dir(P, lesson.start_run, P.training.runs[lesson.start_run].seeds[0]))
-    lesson_run = train_lesson(lesson, start_policy, B.paths.lesson / "run", seed=P.seed)
+    lesson_dir = B.paths.lesson / lesson_key(lesson, start_policy, P.seed)  # other settings: another folder
+    lesson_run = train_lesson(lesson, start_policy, lesson_dir / "run", seed=P.seed)
     t_train = time.perf_counter() - t0
     eval_seed = P.seed * 1_000_003 + 17  # one sampling seed for both arms: common random numbers
-    before = evaluate_lesson(start_policy, lesson, eval_seed, B.paths.lesson / "eval_start.jsonl")
-    after = evaluate_lesson(lesson_run.checkpoint, lesson, eval_seed, B.paths.lesson / "eval_trained.jsonl")
+    before = evaluate_lesson(start_policy, lesson, eval_seed, lesson_dir / "eval_start.jsonl")
+    after = evaluate_lesson(lesson_run.checkpoint, lesson, eval_seed, lesson_dir / "eval_trained.jsonl")
     lesson_res = lesson_result(before, after, lesson, P.statistics.n_resamples, P.statistics.seed, P.statistics.alpha)
     print(f"lesson: {lesson.steps} GRPO steps in {t_train:.0f} s, evaluation of both arms in "
           f"{time.perf_counter() - t0 - t_train:.0f} s")

@@ -220,3 +220,12 @@ def test_a_scripted_buyer_plays_the_lesson_in_training_and_evaluation():
     data["lesson"]["buyer"] = "nobody"
     with pytest.raises(ValidationError, match="lesson.buyer"):
         parse_params(data, "smoke.yaml")
+
+
+def test_the_lesson_folder_changes_with_any_setting(tmp_path):
+    from negolib.training.lesson import lesson_key
+
+    key = lesson_key(LESSON, tmp_path, 0)
+    assert key == lesson_key(LESSON, tmp_path, 0)
+    assert key != lesson_key(dataclasses.replace(LESSON, min_valid_terms=2), tmp_path, 0)
+    assert key != lesson_key(LESSON, tmp_path / "other", 0) and key != lesson_key(LESSON, tmp_path, 1)

@@ -95,6 +95,16 @@ def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
     )
 
 
+def lesson_key(lesson: LessonConfig, start: str | Path, seed: int) -> str:
+    """A short hash of everything the lesson's results depend on (its fields, the start policy, the seed): the
+    folder a run writes under, so that changing any of them trains and evaluates afresh instead of reading results
+    made under other settings."""
+    import hashlib
+
+    blob = json.dumps([asdict(lesson), str(Path(start).resolve()), int(seed)], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
 def eval_scenarios(lesson: LessonConfig) -> list[Any]:
     """One scenario per reserved evaluation seed of the lesson's domain (each seed one cluster)."""
     from negolib.games.multi_issue.domains import load_domains
@@ -374,5 +384,5 @@ def opening_text(record: dict[str, Any]) -> str:
 
 
 __all__ = ["Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
-           "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_result",
-           "opening_text", "preregister", "train_config", "train_lesson"]
+           "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_key",
+           "lesson_result", "opening_text", "preregister", "train_config", "train_lesson"]
