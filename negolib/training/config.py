@@ -116,6 +116,12 @@ class TrainConfig:
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] | None = None  # None: every linear layer ("all-linear")
     generation_batch_size: int | None = None  # seller turns per generate call (None: every live episode)
+    trim_padding: bool = field(
+        default=True,
+        metadata={"help": "Ours: run each micro-batch's forward and backward over its own longest trajectory, not "
+                          "the step's (TRL pads the whole generation batch to its longest prompt and completion "
+                          "before splitting it); the loss is unchanged (negolib.training.padding)."},
+    )
 
     def __post_init__(self) -> None:
         src = "TrainConfig"

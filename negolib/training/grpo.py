@@ -62,6 +62,7 @@ from negolib.files import atomic_write_text, locked_append
 from negolib.models import resolve_model_path
 from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
+from negolib.training.padding import trim_micro_batch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, item_rows
@@ -145,6 +146,12 @@ def _trainer_class():  # noqa: ANN202 (TRL imported lazily)
                     logged.pop()
                 logged.extend(adv.tolist())
             return out
+
+        # -- the loss over each micro-batch's own width ---------------------------------------
+        def _compute_loss(self, model, inputs):  # noqa: ANN001, ANN202
+            if self.train_config.trim_padding:  # drop columns that are padding in every row of this micro-batch
+                inputs = trim_micro_batch(inputs)
+            return super()._compute_loss(model, inputs)
 
         # -- checkpoints ------------------------------------------------------------------------
         def _get_output_dir(self, trial: Any) -> str:
