@@ -62,10 +62,10 @@ from negolib.files import atomic_write_text, locked_append
 from negolib.models import resolve_model_path
 from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
-from negolib.training.padding import trim_micro_batch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, item_rows
+from negolib.training.padding import trim_micro_batch
 from negolib.training.rollout import (
     EpisodeFactory,
     HFAgentGenerator,
