@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_transcripts.py
 	$(BIN)/python benchmarks/bench_analysis.py
 	$(BIN)/python benchmarks/bench_markets.py
+	$(BIN)/python benchmarks/bench_grpo_step.py
 	$(BIN)/python benchmarks/bench_learning.py --quick
 
 lab: $(STAMP)

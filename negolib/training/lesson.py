@@ -18,9 +18,10 @@ buyer and the horizon are one object shared by both, so they cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,9 +181,10 @@ class LessonRun:
 
 
 def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, seed: int = 0,
-                 progress: bool = False) -> LessonRun:
+                 progress: bool = False, recipe: Mapping[str, Any] | None = None) -> LessonRun:
     """GRPO from ``start`` (a model folder) through :func:`negolib.training.grpo.build_run` on the lesson's task;
-    a run already at ``steps`` returns at once (an interrupted one resumes from its last checkpoint)."""
+    a run already at ``steps`` returns at once (an interrupted one resumes from its last checkpoint). ``recipe``:
+    :class:`TrainConfig` fields to change beyond the lesson's (a benchmark's variants; never the task's)."""
     from negolib.games.multi_issue.training import paper_task
     from negolib.training.checkpoints import last_checkpoint
     from negolib.training.grpo import TRAIN_LOG, build_run
@@ -190,6 +192,11 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
 
     out = Path(out_dir)
     config = train_config(lesson, seed)
+    task_fields = {"max_rounds", "max_rollout_turns", "scaffold", "accept_applies_terms", "buyer_mixture",
+                   "train_domains"}
+    if recipe and task_fields & set(recipe):
+        raise ValueError(f"recipe may not change the lesson's task: {sorted(task_fields & set(recipe))}")
+    config = dataclasses.replace(config, **dict(recipe or {}))
     final = out / "checkpoints" / f"checkpoint-{lesson.steps}"
     if not final.is_dir():
         run = build_run(config, str(start), out, buyers={buyer_name(lesson): lesson_buyer(lesson, seed)},
