@@ -138,7 +138,9 @@ class BookPaths:
     @property
     def headline(self) -> Path:
         """The run's machine-readable headline (:mod:`negolib.headline`)."""
-        return self.root / "headline.json"
+        from negolib.headline import HEADLINE_FILE
+
+        return self.root / HEADLINE_FILE
 
     @property
     def ladder(self) -> Path:
@@ -628,48 +630,17 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
     return result
 
 
-def _commit(root: Path) -> str:
-    """The checkout's commit (``unknown`` outside a git checkout); ``+dirty`` when tracked files differ."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30).stdout.strip()
-
-    try:
-        head = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head or "unknown") + ("+dirty" if head and dirty else "")
-
-
-def machine() -> str:
-    """The CPU model and the cores this process may use (for the headline and RESULTS.md rows)."""
-    import platform
-
-    model = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores"
-
-
 def write_run_headline(params: Params, paths: BookPaths, state: Mapping[str, Any]) -> Path:
     """Add the run's profile, commit, minutes (the summed time of every notebook's last successful run, so a
     resumed book still reports what the whole book cost), finish time and machine to ``headline.json``."""
-    from negolib.headline import HEADLINE_FILE, update_headline
+    from negolib.headline import checkout_commit, machine, update_headline
 
     nbs = state.get("notebooks", {})
     seconds = sum(float(v.get("duration_s", 0.0)) for v in nbs.values() if v.get("status") == "ok")
-    path = paths.root / HEADLINE_FILE
-    update_headline(path, profile=params.profile, commit=_commit(Path(params.root)), minutes=round(seconds / 60, 2),
-                    finished=time.strftime("%Y-%m-%d %H:%M:%S"), machine=machine(),
+    update_headline(paths.headline, profile=params.profile, commit=checkout_commit(Path(params.root)),
+                    minutes=round(seconds / 60, 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"), machine=machine(),
                     notebooks={n: v.get("duration_s") for n, v in nbs.items() if v.get("status") == "ok"})
-    return path
+    return paths.headline
 
 
 # ---------------------------------------------------------------------------------------------

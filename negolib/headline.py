@@ -66,6 +66,38 @@ def update_headline(path: str | Path, **sections: Any) -> dict[str, Any]:
     return data
 
 
+def checkout_commit(root: str | Path) -> str:
+    """The commit of the checkout at ``root`` (``unknown`` outside a git checkout); ``+dirty`` when tracked files
+    differ from it."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30).stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if head and dirty else "")
+
+
+def machine() -> str:
+    """The CPU model and the cores this process may use (for the headline and RESULTS.md rows)."""
+    import os
+    import platform
+
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores"
+
+
 def _ci(d: Mapping[str, Any] | None, digits: int = 3) -> str:
     if not d or d.get("estimate") is None:
         return ""
@@ -103,4 +135,5 @@ def headline_markdown(paths: Iterable[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HEADLINE_FILE", "headline_markdown", "headline_rows", "read_headline", "update_headline"]
+__all__ = ["HEADLINE_FILE", "checkout_commit", "headline_markdown", "headline_rows", "machine", "read_headline",
+           "update_headline"]
