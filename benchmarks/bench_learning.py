@@ -24,8 +24,8 @@ and evaluation.
 Evaluation: ``--eval-episodes`` scenarios on the reserved evaluation seeds (one seed each, of the rung's
 domain), the same for both arms, sampled with the same seeds (common random numbers: arms with identical
 weights play identical episodes). The gain is mean score S (trained) minus mean S (start), with a
-95% percentile cluster-bootstrap interval over seeds (:func:`negolib.training.ladder.paired_gain`, negolib's
-``ClusterResampler``). Printed last, one line::
+95% percentile cluster-bootstrap interval over seeds (:func:`negolib.training.lesson.lesson_result`, the book's
+lesson statistics on negolib's ``ClusterResampler``). Printed last, one line::
 
     LEARNING: gain +x.xxx [lo, hi] over N paired episodes, T s
 
@@ -199,15 +199,15 @@ def evaluate_cached(weights: str, s: Setting, scenarios: list[Any], seed: int, p
 
 
 def _summary(records: list[dict[str, Any]]) -> dict[str, float]:
+    """The lesson's own per-arm summary (:meth:`negolib.training.lesson.Episodes.summary`) under this benchmark's
+    JSON keys, plus the terms named in the opening and the error episodes."""
     import numpy as np
 
-    out = [r["outcome"] or {} for r in records]
-    scores = [float(o.get("score", float("nan"))) for o in out]
-    deals = [bool(o.get("deal")) for o in out]
-    utils = [float(o["seller_utility"]) for o in out if o.get("deal")]
+    from negolib.training.lesson import Episodes
+
+    d = Episodes.from_records(records).summary()
     named = [len((r["turns"][0].get("action") or {}).get("terms") or []) for r in records if r["turns"]]
-    return {"S": float(np.mean(scores)), "deal_rate": float(np.mean(deals)),
-            "utility_on_deals": float(np.mean(utils)) if utils else float("nan"),
+    return {"S": d["S"], "deal_rate": d["deal rate"], "utility_on_deals": d["utility on deals"],
             "terms_named": float(np.mean(named)) if named else 0.0,
             "errors": sum(r["status"] == "error" for r in records)}
 
@@ -242,10 +242,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    import numpy as np
     import torch
 
-    from negolib.training.ladder import paired_gain
+    from negolib.training.lesson import lesson_result
 
     torch.set_num_threads(args.threads)
     preset = "dry" if args.dry_run else "quick" if args.quick else "full"
@@ -287,11 +286,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t_after = time.perf_counter() - t
         _log(f"trained at lr {lr:g} on the same {len(after)} episodes: {_fmt(_summary(after))} ({t_after:.1f} s)",
              t0)
-        s_before = np.array([float(r["outcome"]["score"]) for r in before])
-        s_after = np.array([float(r["outcome"]["score"]) for r in after])
-        gain = paired_gain(s_after, s_before, s.n_resamples, s.seed, s.alpha)
-        sweep.append({"lr": lr, "gain": gain.estimate, "ci_low": gain.ci_low, "ci_high": gain.ci_high,
-                      "episodes": len(after), "clusters": gain.n_clusters, "after": _summary(after),
+        res = lesson_result(before, after, lesson_config(s, lr), s.n_resamples, s.seed, s.alpha)  # the book's
+        gain = res.estimates["S"]
+        sweep.append({"lr": lr, "gain": gain.diff, "ci_low": gain.ci_low, "ci_high": gain.ci_high,
+                      "episodes": len(after), "clusters": res.n_clusters, "after": _summary(after),
                       "step_rewards": [row.get("reward") for row in log], "checkpoint": checkpoint,
                       "seconds": {"train": t_train, "eval_after": t_after}})
     total = time.perf_counter() - t0

@@ -257,7 +257,14 @@ display(B.save_table(training_table(training_summary(logs, vals), paper)))
 # %%
 if lesson is not None and importlib.util.find_spec("trl"):
     from negolib.report.lesson import decomposition_table, lesson_figure, lesson_table, side_by_side
-    from negolib.training.lesson import evaluate_lesson, lesson_key, lesson_result, opening_text, train_lesson
+    from negolib.training.lesson import (
+        evaluate_lesson,
+        lesson_headline,
+        lesson_key,
+        lesson_result,
+        opening_text,
+        train_lesson,
+    )
     from negolib.training.runs import training_run_dir, warmup_dir
 
     t0 = time.perf_counter()
@@ -299,17 +306,7 @@ if lesson_res is not None:
 if lesson_res is not None:
     print(side_by_side(opening_text(before[0]), opening_text(after[0]),
                        f"{before[0]['domain']} seed {before[0]['seed']}"))
-    est = lesson_res.estimates
-    B.update_headline(lesson={
-        "arms": ["lesson_trained", "lesson_start"], "estimate": est["S"].diff, "ci_low": est["S"].ci_low,
-        "ci_high": est["S"].ci_high, "p_value": est["S"].p_value, "p_signflip": lesson_res.p_signflip,
-        "mde": lesson_res.observed_mde,
-        "preregistered_mde": prereg.mde, "n_paired": lesson_res.n_paired, "n_clusters": lesson_res.n_clusters,
-        "utility_on_deals": {"estimate": est["utility on deals"].diff, "ci_low": est["utility on deals"].ci_low,
-                             "ci_high": est["utility on deals"].ci_high},
-        "deal_rate": {"estimate": est["deal rate"].diff, "ci_low": est["deal rate"].ci_low,
-                      "ci_high": est["deal rate"].ci_high},
-        "decomposition": lesson_res.decomposition, "verdict": lesson_res.verdict, "train_seconds": round(t_train, 1)})
+    B.update_headline(lesson=lesson_headline(lesson_res, prereg, t_train))  # outputs/<profile>/headline.json
 
 # %% [markdown]
 # ## Exercises

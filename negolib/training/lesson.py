@@ -379,6 +379,22 @@ def lesson_result(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
                         flip.p_value if flip else math.nan, flip.p_min if flip else math.nan)
 
 
+def lesson_headline(res: LessonResult, pre: Preregistration, train_seconds: float) -> dict[str, Any]:
+    """The lesson's section of the run's ``headline.json`` (:mod:`negolib.headline`): the S gain with its interval,
+    p-values and MDEs (observed and pre-registered), the sample, utility on deals and deal rate with intervals, the
+    decomposition and the verdict."""
+    est = res.estimates
+
+    def part(name: str) -> dict[str, float]:
+        return {"estimate": est[name].diff, "ci_low": est[name].ci_low, "ci_high": est[name].ci_high}
+
+    return {"arms": ["lesson_trained", "lesson_start"], **part("S"), "p_value": est["S"].p_value,
+            "p_signflip": res.p_signflip, "mde": res.observed_mde, "preregistered_mde": pre.mde,
+            "n_paired": res.n_paired, "n_clusters": res.n_clusters, "utility_on_deals": part("utility on deals"),
+            "deal_rate": part("deal rate"), "decomposition": res.decomposition, "verdict": res.verdict,
+            "train_seconds": round(train_seconds, 1)}
+
+
 def opening_text(record: dict[str, Any]) -> str:
     """The seller's first turn of ``record`` as it wrote it, with how the episode ended."""
     turns = record.get("turns") or []
@@ -391,5 +407,5 @@ def opening_text(record: dict[str, Any]) -> str:
 
 
 __all__ = ["Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
-           "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_key",
-           "lesson_result", "opening_text", "preregister", "train_config", "train_lesson"]
+           "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_headline",
+           "lesson_key", "lesson_result", "opening_text", "preregister", "train_config", "train_lesson"]
