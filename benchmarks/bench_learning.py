@@ -69,6 +69,8 @@ class Setting:
     warmup_steps: int = 1
     kl_beta: float = 0.04
     loo_std_floor: float = 0.1  # bounds |A| when a group's other rollouts nearly tie (see TrainConfig)
+    lora_rank: int = 0  # 0: full fine-tuning; > 0: LoRA adapters of this rank (LessonConfig.lora_rank)
+    lora_alpha: int = 32
     max_new_tokens: int = 128
     max_prompt_tokens: int = 1024
     # evaluation
@@ -162,7 +164,8 @@ def lesson_config(s: Setting, lr: float | None = None) -> Any:
         start_run="bench", domain=s.domain, min_valid_terms=s.min_valid_terms, rounds=1, scaffold="training",
         accept_applies_terms=False, steps=s.steps, scenarios_per_step=s.scenarios, rollouts_per_scenario=s.rollouts,
         micro_batch_size=min(per_step, 2), learning_rate=s.lr if lr is None else lr, warmup_steps=s.warmup_steps,
-        kl_beta=s.kl_beta, loo_std_floor=s.loo_std_floor, max_new_tokens=s.max_new_tokens,
+        kl_beta=s.kl_beta, loo_std_floor=s.loo_std_floor, lora_rank=s.lora_rank, lora_alpha=s.lora_alpha,
+        max_new_tokens=s.max_new_tokens,
         max_prompt_tokens=s.max_prompt_tokens, eval_episodes=s.eval_episodes, eval_batch=s.eval_batch)
 
 
@@ -230,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--work-dir", default=".cache/bench_learning",
                     help="warm-up cache and training runs (default: %(default)s)")
     for name, typ in (("steps", int), ("scenarios", int), ("rollouts", int), ("lr", float), ("kl_beta", float),
-                      ("loo_std_floor", float),
+                      ("loo_std_floor", float), ("lora_rank", int), ("lora_alpha", int),
                       ("warmup_demos", int), ("max_new_tokens", int), ("eval_episodes", int),
                       ("eval_batch", int), ("seed", int), ("domain", str), ("min_valid_terms", int)):
         ap.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help="override the preset")

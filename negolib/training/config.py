@@ -345,6 +345,10 @@ class LessonConfig:
         "k3 KL coefficient; 0 loads no reference model (a cheaper step)."))
     loo_std_floor: float = field(default=0.1, metadata=_help(
         "Floor of the leave-one-out std: bounds |advantage| by |r - b| / floor."))
+    lora_rank: int = field(default=0, metadata=_help(
+        "0: full fine-tuning; > 0: LoRA adapters of this rank on every linear layer (fewer weights move, so a "
+        "small noisy batch disturbs the start policy less, and a step skips the base weights' gradients)."))
+    lora_alpha: int = field(default=32, metadata=_help("LoRA scale numerator (the adapters' update is alpha/rank x BA)."))
     max_new_tokens: int = field(default=128, metadata=_help("New tokens a seller turn."))
     max_prompt_tokens: int = field(default=1024, metadata=_help("Prompt tokens kept (the oldest go first)."))
     eval_episodes: int = field(default=64, metadata=_help(
@@ -373,9 +377,11 @@ class LessonConfig:
             out.append(("min_valid_terms", f"must be >= 0, got {self.min_valid_terms}"))
         if not self.learning_rate > 0:
             out.append(("learning_rate", f"must be > 0, got {self.learning_rate}"))
-        for name in ("kl_beta", "loo_std_floor", "warmup_steps"):
+        for name in ("kl_beta", "loo_std_floor", "warmup_steps", "lora_rank"):
             if getattr(self, name) < 0:
                 out.append((name, f"must be >= 0, got {getattr(self, name)}"))
+        if self.lora_rank and self.lora_alpha < 1:
+            out.append(("lora_alpha", f"must be >= 1, got {self.lora_alpha}"))
         if not self.planning_sd > 0:
             out.append(("planning_sd", f"must be > 0, got {self.planning_sd}"))
         if not self.expected_gain > 0:

@@ -86,7 +86,8 @@ def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
         scenarios_per_step=lesson.scenarios_per_step, rollouts_per_scenario=lesson.rollouts_per_scenario,
         micro_batch_size=min(per_step, lesson.micro_batch_size), max_steps=lesson.steps,
         learning_rate=lesson.learning_rate, warmup_steps=lesson.warmup_steps, kl_beta=lesson.kl_beta,
-        loo_std_floor=lesson.loo_std_floor, max_new_tokens=lesson.max_new_tokens,
+        loo_std_floor=lesson.loo_std_floor, lora_rank=lesson.lora_rank, lora_alpha=lesson.lora_alpha,
+        max_new_tokens=lesson.max_new_tokens,
         max_prompt_tokens=lesson.max_prompt_tokens,
         max_context_tokens=lesson.max_prompt_tokens + (lesson.max_new_tokens + BUYER_TURN_TOKENS) * lesson.rounds,
         max_rollout_turns=lesson.rounds, max_rounds=lesson.rounds, scaffold=lesson.scaffold,
@@ -154,7 +155,8 @@ class Preregistration:
             f"{'applied' if d['accept_applies_terms'] else 'ignored'}",
             f"training: {d['steps']} GRPO steps x {d['scenarios_per_step']} scenarios x "
             f"{d['rollouts_per_scenario']} rollouts at lr {d['learning_rate']:g}, KL beta {d['kl_beta']:g}, "
-            f"leave-one-out std floor {d['loo_std_floor']:g}",
+            f"leave-one-out std floor {d['loo_std_floor']:g}, "
+            + (f"LoRA rank {d['lora_rank']} (alpha {d['lora_alpha']})" if d.get('lora_rank') else "full fine-tuning"),
         ]
 
 
