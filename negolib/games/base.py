@@ -4,8 +4,11 @@ Contract: a game is a :class:`Game` object registered by name in :mod:`negolib.g
 (a paired, seeded set; each scenario has a JSON-ready ``key``), its agents (scripted strategies by name, in both
 roles; :meth:`Game.default_agents` those a tournament plays when none are named) and its rules: :meth:`Game.play`
 plays one seller against one buyer on every scenario and returns one JSON-ready record per scenario;
-:meth:`Game.payoffs` reads a record as numbers (each party's payoff in [0, 1], whether there was a deal). The
-shared layers read records only through these methods and import no game.
+:meth:`Game.payoffs` reads a record as numbers (each party's payoff in [0, 1], whether there was a deal);
+:meth:`Game.check_record` checks a record read back from a file (types, ranges, the game's invariants) and
+:meth:`Game.settings` names everything besides agents, scenarios and seed that shapes an episode (a resumed file
+must have been played under the same). The shared layers read records only through these methods and import no
+game.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from negolib.games.records import RecordProblem, mapping, string
 
 ROLES: tuple[str, str] = ("seller", "buyer")
 
@@ -74,6 +79,22 @@ class Game(ABC):
     @abstractmethod
     def payoffs(self, record: dict[str, Any]) -> Payoffs:
         """The record's outcome as numbers."""
+
+    def settings(self) -> dict[str, Any]:
+        """Everything besides the agents, the scenarios and the seed that shapes this game's episodes (its
+        environment config, its markets, how it builds language-model agents), JSON-ready: a tournament resumes
+        only a file played under the same. By default nothing."""
+        return {}
+
+    def check_record(self, record: Any) -> None:
+        """Check one record read back from a file: raise :class:`~negolib.games.records.RecordProblem` naming the
+        field of its first problem (a wrong type, a value out of range, a broken invariant of the game). By
+        default: a JSON object with a string ``scenario_key``; games check their records' every field."""
+        if type(record) is not dict:
+            raise RecordProblem("", "the record must be a JSON object")
+        string(record, "scenario_key")
+        if "outcome" in record:
+            mapping(record, "outcome", null=True)
 
 
 class UnknownAgent(ValueError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -56,6 +56,14 @@ class LMOptions:
     anthropic_base_url: str | None = None
     max_concurrency: int = 8
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def settings(self) -> dict[str, Any]:
+        """The options that shape what the agents say (sampling, prompt cap, dtype, tool format, endpoints), for a
+        game's :meth:`~negolib.games.base.Game.settings`; not the key variables, batch size, device, concurrency or
+        retries, which change how fast or where, not what."""
+        return {"sampling": asdict(self.sampling), "prompt_cap": self.prompt_cap, "dtype": self.dtype,
+                "tool_format": self.tool_format, "openai_base_url": self.openai_base_url,
+                "anthropic_base_url": self.anthropic_base_url}
 
 
 # -- bad-parse accounting ---------------------------------------------------------------------------------------

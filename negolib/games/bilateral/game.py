@@ -4,18 +4,21 @@ Contract: :class:`BilateralGame` plays :mod:`.env` (10 turns, seller first by de
 :mod:`.scripted` and the language-model agents of :mod:`.agents` (``hf:<path>``, ``openai:<model>``,
 ``anthropic:<model>``) over the evaluation scenarios of every price tier (keys ``"tier|seed"``, clustered by seed).
 A payoff is the seller's surplus share (price - cost) / (value - cost) of a deal with a zone, the buyer's is one
-minus it, both clipped to [0, 1]; 0 each without a deal or without a zone; error rows are not valid.
+minus it, both clipped to [0, 1]; 0 each without a deal or without a zone; error rows are not valid. Records read
+back are checked by :mod:`.records`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from negolib.games.base import Game, Payoffs, UnknownAgent
 from negolib.games.bilateral.agents import BargainerAgents
 from negolib.games.bilateral.env import BilateralConfig
 from negolib.games.bilateral.play import play_episodes
+from negolib.games.bilateral.records import check_record
 from negolib.games.bilateral.scenarios import BilateralScenario, evaluation_set, parse_key
 from negolib.games.bilateral.scripted import STRATEGIES, make_scripted
 from negolib.games.toolagents import LM_FORMS, LMOptions, split_name
@@ -64,6 +67,14 @@ class BilateralGame(Game):
         # the agents carry their seeds and the environment is deterministic given the scenario: ``seed`` is
         # recorded, not used
         return play_episodes(seller, buyer, scenarios, self.config, progress, play_seed=int(seed))
+
+    def settings(self) -> dict[str, Any]:
+        """The environment config and how language-model agents are built (:meth:`LMOptions.settings`)."""
+        return {"config": asdict(self.config), "lm": self.lm_agents.options.settings()}
+
+    def check_record(self, record: Any) -> None:
+        """Types, ranges and the game's invariants (:func:`.records.check_record`)."""
+        check_record(record, self.config)
 
     def payoffs(self, record: dict[str, Any]) -> Payoffs:
         out = record.get("outcome")

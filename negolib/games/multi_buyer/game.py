@@ -13,6 +13,7 @@ each market's reserved evaluation seeds (keys ``"market|seed"``, clustered by se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,11 +21,14 @@ from negolib.games.base import Game, Payoffs, UnknownAgent
 from negolib.games.multi_buyer.agents import LM_FORMS, SPEECH, LMOptions, SellerAgents, Speech
 from negolib.games.multi_buyer.agents import split_name as split_lm_name
 from negolib.games.multi_buyer.buyers import STYLES, ScriptedBuyers
+from negolib.games.multi_buyer.env import Episode
 from negolib.games.multi_buyer.lm_buyers import BuyerAgents
 from negolib.games.multi_buyer.metrics import best_surplus
 from negolib.games.multi_buyer.play import play_episodes
+from negolib.games.multi_buyer.records import check_outcome
 from negolib.games.multi_buyer.scenarios import SETS
 from negolib.games.multi_buyer.sellers import SELLERS
+from negolib.games.records import RecordProblem, check_episode, check_scenario
 from negolib.games.seeds import ScenarioSets
 
 POOL = "pool"
@@ -54,10 +58,15 @@ class MarketGame(Game):
     """The market's scenarios (its evaluation markets are a game object's default)."""
     play_episodes: Callable[..., list[dict[str, Any]]]
     """``(seller, buyer, scenarios, progress, **extra)`` -> one record per scenario (a staticmethod)."""
+    episode: Callable[[Any, str], Any]
+    """The market's episode class ``(scenario, episode_id)``: its ``record()`` before play gives a scenario's fields."""
+    check_outcome: Callable[[dict[str, Any], dict[str, Any]], None]
+    """``(record, outcome)``: the market's checks of a finished episode's outcome (a staticmethod)."""
 
     def __init__(self, markets: Sequence[str] | None = None, lm: LMOptions | None = None) -> None:
         self.markets = tuple(markets) if markets is not None else self.scenario_sets.strata
         self.lm_agents = SellerAgents(self.speech, lm)  # local weights are loaded once per game object
+        self._fields: dict[str, dict[str, Any]] = {}  # scenario fields by key, for checking records
 
     def make_seller(self, strategy: str, seed: int) -> Any:
         """The scripted seller ``strategy`` (one of :attr:`sellers`), named ``strategy@seller``."""
@@ -116,6 +125,33 @@ class MarketGame(Game):
         # recorded, not used
         return self.play_episodes(seller, buyer, scenarios, progress, play_seed=int(seed))
 
+    def settings(self) -> dict[str, Any]:
+        """The markets played and how language-model agents are built (:meth:`LMOptions.settings`)."""
+        return {"markets": list(self.markets), "lm": self.lm_agents.options.settings()}
+
+    def scenario_fields(self, key: str) -> dict[str, Any]:
+        """The fields a record of scenario ``key`` carries before play (market, seed, draws, config), as JSON
+        values; :class:`RecordProblem` for a key naming no scenario of the game's markets."""
+        if key not in self._fields:
+            try:
+                market, seed = self.scenario_sets.parse_key(key)
+            except ValueError as exc:
+                raise RecordProblem("scenario_key", f"names no scenario of the game ({exc})") from None
+            if market not in self.markets:
+                raise RecordProblem("scenario_key", f"market {market!r} is not one of {list(self.markets)}")
+            rec = self.episode(self.scenario_sets.scenario_set([seed], [market])[0], "check").record()
+            drop = ("game", "scenario_key", "status", "turns", "outcome")
+            self._fields[key] = json.loads(json.dumps({k: v for k, v in rec.items() if k not in drop}))
+        return self._fields[key]
+
+    def check_record(self, record: Any) -> None:
+        """The shared envelope (:func:`~negolib.games.records.check_episode`), the fields of the scenario the key
+        names, and the market's outcome checks (:attr:`check_outcome`)."""
+        out = check_episode(record, self.name)
+        check_scenario(record, self.scenario_fields(record["scenario_key"]))
+        if out is not None:
+            self.check_outcome(record, out)
+
 
 class MultiBuyerGame(MarketGame):
     """One seller, N buyers with private budgets, one shared turn budget (after the source paper's market)."""
@@ -129,6 +165,8 @@ class MultiBuyerGame(MarketGame):
     speech = SPEECH
     scenario_sets = SETS
     play_episodes = staticmethod(play_episodes)
+    episode = Episode
+    check_outcome = staticmethod(check_outcome)
 
     def buyer_names(self) -> tuple[str, ...]:
         """The buyer-role names: ``pool`` (each buyer in the style its scenario assigns) and every style."""

@@ -4,15 +4,18 @@ Contract: :class:`MultiIssueGame` plays the paper's environment (:mod:`.env`, ev
 first, an ACCEPT closes on the counterpart's standing offer) through the game's rollout engine
 (:func:`.rollout.run_episodes`). Scenarios are the reserved evaluation seeds of all nine domains; a
 payoff is the party's normalised utility U~ of the deal (0 without one); clusters are seeds, as in the paper.
+Records read back are checked by :mod:`.records`; the settings a tournament resumes under are the environment config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from negolib.games.base import Game, Payoffs, UnknownAgent
 from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.records import check_record
 from negolib.games.multi_issue.rollout import EpisodeSpec, run_episodes
 from negolib.games.multi_issue.scenarios import Scenario, evaluation_set
 from negolib.games.multi_issue.scripted import STRATEGIES, make_scripted
@@ -29,6 +32,7 @@ class MultiIssueGame(Game):
 
     def __init__(self, config: EnvConfig | None = None) -> None:
         self.config = config or EnvConfig()
+        self._scenarios: dict[str, Scenario] = {}  # scenarios by key, for checking records
 
     def scripted_strategies(self) -> tuple[str, ...]:
         return tuple(sorted(STRATEGIES))
@@ -54,6 +58,14 @@ class MultiIssueGame(Game):
         result = run_episodes(specs, {"seller": seller, "buyer": buyer}, progress=progress)
         by_key = {(r["domain"], int(r["seed"])): r for r in result.records}
         return [{**by_key[(sc.domain.name, sc.seed)], "scenario_key": self.scenario_key(sc)} for sc in scenarios]
+
+    def settings(self) -> dict[str, Any]:
+        """The environment config."""
+        return {"config": asdict(self.config)}
+
+    def check_record(self, record: Any) -> None:
+        """The transcript schema and the game's invariants (:func:`.records.check_record`)."""
+        check_record(record, self.config, self._scenarios)
 
     def payoffs(self, record: dict[str, Any]) -> Payoffs:
         outcome = record.get("outcome")

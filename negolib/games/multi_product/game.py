@@ -17,7 +17,9 @@ from negolib.games.base import Payoffs
 from negolib.games.multi_buyer.game import MarketGame, clip
 from negolib.games.multi_product.agents import SPEECH
 from negolib.games.multi_product.buyers import RULES, ScriptedBuyers
+from negolib.games.multi_product.env import Episode
 from negolib.games.multi_product.play import play_episodes
+from negolib.games.multi_product.records import check_outcome
 from negolib.games.multi_product.scenarios import SETS
 from negolib.games.multi_product.sellers import SELLERS
 
@@ -34,6 +36,8 @@ class MultiProductGame(MarketGame):
     speech = SPEECH
     scenario_sets = SETS
     play_episodes = staticmethod(play_episodes)
+    episode = Episode
+    check_outcome = staticmethod(check_outcome)
 
     def buyer_names(self) -> tuple[str, ...]:
         """The buyer-role names: ``pool`` (the training buyers) and ``picky`` (held out)."""

@@ -1,0 +1,54 @@
+"""Checking a record of the paper's game read back from a tournament file.
+
+Contract: :func:`check_record` raises :class:`~negolib.games.records.RecordProblem` for the first problem of a
+record: the transcript schema (:func:`negolib.transcripts.validate_record`: types, U~ in [0, 1], S by Eq. 1), then
+the game's invariants: the key names the record's own domain and seed, the record was played under the game's
+environment config, and on a deal each party's U~ is that of the final ledger in the scenario the key names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.scenarios import Scenario, make_scenario
+from negolib.games.multi_issue.utility import both_utilities
+from negolib.games.records import RecordProblem, require, show
+from negolib.transcripts import TranscriptError, validate_record
+
+UTILITY_TOL = 1e-9
+"""A recorded U~ may differ from the one recomputed from its ledger by this much (float rounding)."""
+
+
+def check_record(record: Any, config: EnvConfig, scenarios: dict[str, Scenario]) -> None:
+    """Check one record (see the module docstring); ``scenarios`` caches the scenarios by key across calls."""
+    try:
+        validate_record(record)
+    except TranscriptError as exc:
+        raise RecordProblem("", exc.problem) from None
+    key = record.get("scenario_key")
+    want_key = f"{record['domain']}|{record['seed']}"
+    require(key == want_key, "scenario_key", f"is {show(key)}, but the record is of {want_key!r}")
+    domains = load_domains()
+    require(record["domain"] in domains, "domain", f"unknown domain {show(record['domain'])}")
+    require(record["held_out"] == domains[record["domain"]].held_out, "held_out",
+            f"is {show(record['held_out'])}, but domain {record['domain']!r} says otherwise")
+    want = asdict(config)
+    require(record["config"] == want, "config", f"is {show(record['config'])}, but the game plays {show(want)}")
+    out = record["outcome"]
+    if record["status"] != "deal" or not out:
+        return
+    if key not in scenarios:
+        scenarios[key] = make_scenario(domains[record["domain"]], record["seed"])
+    try:
+        utilities = both_utilities(scenarios[key], out["final_ledger"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordProblem("outcome.final_ledger", f"is not a contract of {record['domain']!r} ({exc})") from None
+    for name, u in zip(("seller_utility", "buyer_utility"), utilities):
+        require(abs(out[name] - u) <= UTILITY_TOL, f"outcome.{name}",
+                f"is {out[name]!r}, but the final ledger gives {u!r}")
+
+
+__all__ = ["UTILITY_TOL", "check_record"]
