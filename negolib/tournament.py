@@ -2,150 +2,48 @@
 
 Contract: :func:`run_tournament` plays every agent against every agent (self-play included) as seller and as
 buyer over one paired scenario set, appending one JSON line per episode to ``<out_dir>/matches.jsonl`` (a rerun
-plays only incomplete matches; other settings are refused). Analysis reads the tidy episode frame only:
+plays only incomplete matches; other settings are refused; every line is checked on read,
+:mod:`negolib.games.matches`). Analysis reads the tidy episode frame only:
 :func:`cross_table`, :func:`agent_summary` and :func:`ratings` (Bradley-Terry, Hunter's MM algorithm, on an
 Elo-like scale) return numeric frames with percentile intervals over seed clusters (:mod:`negolib.stats`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import math
-import os
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from negolib.errors import NegolibError
-from negolib.files import drop_partial_tail, locked_append
+from negolib.files import locked_append
 from negolib.games.base import Game
+from negolib.games.matches import (
+    MATCHES_FILE,
+    MatchRecord,
+    TournamentError,
+    TournamentSettings,
+    check_episode,
+    check_lines,
+    check_settings,
+    drop_torn_tail,
+    latest_matches,
+    plain_settings,
+    read_lines,
+    read_matches,
+    run_lock,
+)
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 
-MATCHES_FILE = "matches.jsonl"
 ELO_SCALE = 400.0 / math.log(10.0)
 """Natural-log strength -> Elo-like points: 400 points = a factor 10 in strength (odds 10:1)."""
 TIE_TOL = 1e-9
 """Two payoff totals closer than this are a tie (half a win each)."""
 
 FRAME_COLUMNS = ("seller", "buyer", "scenario_key", "cluster", "seller_payoff", "buyer_payoff", "deal", "valid")
-
-
-class TournamentError(NegolibError, ValueError):
-    """A tournament file that cannot be resumed by this run (other settings, a corrupt line, a held lock)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Records and the matches file
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class TournamentSettings:
-    """What every record of one matches file shares: a rerun with other settings is refused."""
-
-    game: str
-    agent_seed: int
-    n_seeds: int
-
-
-@dataclass(frozen=True)
-class MatchRecord:
-    """One episode of one match (``seller`` agent vs ``buyer`` agent) on one scenario, tagged with the
-    settings; ``record`` is the game's own JSON-ready episode record."""
-
-    game: str
-    agent_seed: int
-    n_seeds: int
-    seller: str
-    buyer: str
-    scenario_key: str
-    record: dict[str, Any] = field(repr=False)
-
-    @property
-    def settings(self) -> TournamentSettings:
-        return TournamentSettings(self.game, self.agent_seed, self.n_seeds)
-
-    def to_line(self) -> str:
-        """The record as one JSON line (with its newline)."""
-        return json.dumps(asdict(self), separators=(",", ":")) + "\n"
-
-    @classmethod
-    def from_obj(cls, obj: Any, where: str) -> MatchRecord:
-        """Parse a decoded JSON line; ``where`` (``file:line``) names it in the error."""
-        names = ("game", "agent_seed", "n_seeds", "seller", "buyer", "scenario_key", "record")
-        if not isinstance(obj, dict) or any(n not in obj for n in names):
-            missing = [n for n in names if not isinstance(obj, dict) or n not in obj]
-            raise TournamentError(f"{where}: not a tournament record (missing {', '.join(missing)})")
-        return cls(str(obj["game"]), int(obj["agent_seed"]), int(obj["n_seeds"]), str(obj["seller"]),
-                   str(obj["buyer"]), str(obj["scenario_key"]), dict(obj["record"]))
-
-
-def read_matches(path: str | Path) -> list[MatchRecord]:
-    """Every record of a matches file in file order ([] when absent); a torn last line (no newline, left by
-    a kill) is ignored, any other unreadable line raises :class:`TournamentError` naming ``file:line``."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    lines = lines[:-1]  # the text after the last newline: empty, or a torn line
-    out = []
-    for i, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise TournamentError(f"{path}:{i}: unreadable line ({exc.msg})") from None
-        out.append(MatchRecord.from_obj(obj, f"{path}:{i}"))
-    return out
-
-
-def check_settings(path: str | Path, records: Sequence[MatchRecord], settings: TournamentSettings) -> None:
-    """Raise :class:`TournamentError` naming the file and each differing setting when a record of ``records``
-    was written with settings other than ``settings``."""
-    for rec in records:
-        if rec.settings != settings:
-            ours, theirs = asdict(settings), asdict(rec.settings)
-            diff = "; ".join(f"{k}: {theirs[k]!r} in the file, {ours[k]!r} in this run"
-                             for k in ours if ours[k] != theirs[k])
-            raise TournamentError(f"{path} holds records of other tournament settings ({diff}); rerun with the "
-                                  "file's settings or write to another out directory")
-
-
-@contextlib.contextmanager
-def _run_lock(path: Path) -> Iterator[None]:
-    """Hold a non-blocking ``flock`` on ``<path>.lock`` for the run; a second run refuses at once."""
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise TournamentError(f"another tournament run is writing {path} (it holds {lock}); wait for it "
-                                  "to end or use another out directory") from None
-        yield
-    finally:
-        os.close(fd)
-
-
-def _drop_torn_tail(path: Path) -> None:
-    """Truncate a torn last line left by a kill (under the file's append lock)."""
-    if not path.exists():
-        return
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        drop_partial_tail(fd)
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,10 +78,13 @@ def run_tournament(game: Game, agents: Sequence[str] | None, n_seeds: int, out_d
     ``game.default_agents()``) on ``game.tournament_scenarios(n_seeds)``, resuming ``<out_dir>/matches.jsonl``.
 
     Each match gets fresh agents (``game.make_agent(name, role, seed)``) and one ``game.play`` call, so its
-    episodes depend only on the pair, the scenarios and ``seed``; its records are appended in one locked
-    write. A match is complete when every scenario has a record (``retry_errors``: a valid one); a partly
-    written match is played again whole and its latest records win. Unknown agents raise before anything is
-    played; a file of another game or other settings raises :class:`TournamentError`.
+    episodes depend only on the pair, the scenarios and ``seed``; its records are checked like those read back
+    and appended in one locked write. A match is complete when every scenario has a record (``retry_errors``: a
+    valid one); an incomplete match is played again whole and the records of its missing (``retry_errors``: and
+    error) episodes are appended, so one episode never has two different valid records. Unknown agents raise
+    before anything is played; a file of another game or other settings (:meth:`Game.settings` included), a bad
+    line, a conflicting duplicate or a scenario outside this tournament raises :class:`TournamentError` naming
+    the file and line (:mod:`negolib.games.matches`).
     """
     names = [str(a) for a in (game.default_agents() if agents is None else agents)]
     if not names:
@@ -194,7 +95,7 @@ def run_tournament(game: Game, agents: Sequence[str] | None, n_seeds: int, out_d
         raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
     for name in names:  # unknown names fail here, naming the game's agents, before any match is played
         game.make_agent(name, "seller", seed)
-    settings = TournamentSettings(game.name, int(seed), int(n_seeds))
+    settings = TournamentSettings(game.name, int(seed), int(n_seeds), plain_settings(game.settings()))
     scenarios = game.tournament_scenarios(int(n_seeds))
     keys = [game.scenario_key(sc) for sc in scenarios]
     if len(set(keys)) != len(keys):
@@ -202,18 +103,24 @@ def run_tournament(game: Game, agents: Sequence[str] | None, n_seeds: int, out_d
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / MATCHES_FILE
-    with _run_lock(path):
-        _drop_torn_tail(path)
-        existing = read_matches(path)
-        check_settings(path, existing, settings)
-        latest = {(r.seller, r.buyer, r.scenario_key): r for r in existing}
+    with run_lock(path):
+        drop_torn_tail(path)
+        lines = read_lines(path)
+        check_settings(path, [r for _, r in lines], settings, [n for n, _ in lines])
+        check_lines(path, lines, game)
+        known = set(keys)
+        for n, r in lines:
+            if r.scenario_key not in known:
+                raise TournamentError(f"{path}:{n}: scenario {r.scenario_key!r} is not one of this tournament's "
+                                      f"{len(keys)} scenarios")
+        latest = latest_matches(path, lines, game)
 
-        def complete(s: str, b: str) -> bool:
-            recs = [latest.get((s, b, k)) for k in keys]
-            return all(r is not None and (not retry_errors or game.payoffs(r.record).valid) for r in recs)
+        def needed(s: str, b: str, k: str) -> bool:
+            r = latest.get((s, b, k))
+            return r is None or (retry_errors and not game.payoffs(r.record).valid)
 
         pairs = [(s, b) for s in names for b in names]
-        todo = [p for p in pairs if not complete(*p)]
+        todo = [p for p in pairs if any(needed(*p, k) for k in keys)]
         bar = tqdm(total=len(pairs), initial=len(pairs) - len(todo), desc=f"tournament {game.name}",
                    unit="match", disable=not progress)
         try:
@@ -225,10 +132,12 @@ def run_tournament(game: Game, agents: Sequence[str] | None, n_seeds: int, out_d
                 if got != keys:
                     raise ValueError(f"game {game.name!r}: play returned records for {len(got)} scenarios "
                                      f"not matching the {len(keys)} scenarios asked for")
-                batch = [MatchRecord(settings.game, settings.agent_seed, settings.n_seeds, s, b, k, r)
-                         for k, r in zip(keys, records)]
+                batch = [MatchRecord(settings.game, settings.agent_seed, settings.n_seeds, s, b, k, r,
+                                     settings.game_settings) for k, r in zip(keys, records) if needed(s, b, k)]
+                for m in batch:
+                    check_episode(game, m.record, f"{path} (appending {s} vs {b} on {m.scenario_key!r})")
                 locked_append(path, "".join(m.to_line() for m in batch).encode("utf-8"))
-                latest.update({(s, b, m.scenario_key): m for m in batch})
+                latest.update({m.key: m for m in batch})
                 bar.update(1)
         finally:
             bar.close()

@@ -19,18 +19,21 @@ from typing import Any, Literal
 
 import numpy as np
 
-MATCHES_FILE = "matches.jsonl"  # the tournament's episode file (the games layer does not import the tournament)
+from negolib.games.matches import MATCHES_FILE, read_lines
+
 Record = Mapping[str, Any]
 
 
 def read_matches(path: str | Path) -> list[dict[str, Any]]:
-    """The match lines of a tournament file (or of ``<dir>/matches.jsonl``); a torn last line is ignored."""
+    """The match lines of a tournament file (or of ``<dir>/matches.jsonl``), each decoded and typed by the
+    tournament's reader (:func:`negolib.games.matches.read_lines`: a bad line raises naming the file and line); a
+    torn last line is ignored."""
     p = Path(path)
     if p.is_dir():
         p = p / MATCHES_FILE
-    text = p.read_text()
-    lines = text.split("\n")[:-1]  # the text after the last newline: empty, or a torn line
-    return [json.loads(line) for line in lines if line.strip()]
+    if not p.exists():
+        raise FileNotFoundError(f"no tournament file at {p}")
+    return [rec.to_dict() for _, rec in read_lines(p)]
 
 
 def match_fields(obj: Any) -> dict[str, Any]:
