@@ -348,7 +348,8 @@ class LessonConfig:
     lora_rank: int = field(default=0, metadata=_help(
         "0: full fine-tuning; > 0: LoRA adapters of this rank on every linear layer (fewer weights move, so a "
         "small noisy batch disturbs the start policy less, and a step skips the base weights' gradients)."))
-    lora_alpha: int = field(default=32, metadata=_help("LoRA scale numerator (the adapters' update is alpha/rank x BA)."))
+    lora_alpha: int = field(default=32, metadata=_help(
+        "LoRA scale numerator (the adapters' update is alpha/rank x BA)."))
     max_new_tokens: int = field(default=128, metadata=_help("New tokens a seller turn."))
     max_prompt_tokens: int = field(default=1024, metadata=_help("Prompt tokens kept (the oldest go first)."))
     eval_episodes: int = field(default=64, metadata=_help(
