@@ -6,61 +6,17 @@ tags, so :func:`derive_turn_tags` finds them by differencing renders of a test d
 ``apply_chat_template``, and :func:`assert_roundtrip` checks, before training starts, that a
 multi-turn history rebuilt from the tags and per-message token ids equals the template's own
 render. :func:`strip_template_tags` removes template and special tokens from any text the
-counterpart will read; :func:`clean_prose` makes any game's counterpart-visible prose safe (no template tags, no
-control, invisible or bidirectional-override characters, no code fences).
+counterpart will read; the games clean what crosses to the other party with :mod:`negolib.crossing` (its
+:func:`clean_prose` and :data:`TEMPLATE_TAG_RE` are re-exported here).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Chat-template tags and special tokens of common model families (those of every shipped model
-# included); none may reach counterpart-visible text (the games' parsers strip them from prose too).
-TEMPLATE_TAG_RE = re.compile(
-    r"<\|[^<>|\n]{0,40}\|>"            # <|im_start|>, <|eot_id|>, <|endoftext|>
-    r"|<\|[a-z_]{1,20}>|<[a-z_]{1,20}\|>"  # Gemma 4 style <|turn>, <channel|>
-    r"|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<bos>|<eos>|<pad>|<unk>|<mask>"
-    r"|<(?:start|end)_of_image>|<image_soft_token>|<unused\d{1,5}>|\[multimodal\]"  # Gemma 3
-    r"|<(?:jupyter_(?:start|text|code|output|script)|issue_(?:start|comment|closed)|empty_output"
-    r"|repo_?name|file_?sep|filename|gh_stars|fim_(?:prefix|middle|suffix|pad))>"  # SmolLM2 / StarCoder
-)
-
-# C0/C1 controls (not tab or newline), zero-width and invisible characters, bidirectional embeddings,
-# overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+200E/F, U+061C), line/paragraph separators,
-# interlinear annotations, the BOM and the invisible Unicode tag characters (U+E0000-U+E007F).
-_CONTROL_RE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
-_FENCE_RE = re.compile(r"```[a-zA-Z]*")
-
-
-def _strip_tags(text: str) -> str:
-    """Remove template tags and code fences until none is left (removing one can join another)."""
-    while True:
-        before = len(text)
-        if "<" in text or "[" in text:
-            text = TEMPLATE_TAG_RE.sub("", text)
-        if "`" in text:
-            text = _FENCE_RE.sub("", text)
-        if len(text) == before:  # both only delete: an unchanged length means nothing was removed
-            return text
-
-
-def clean_prose(text: str) -> str:
-    """Counterpart-visible text: no template tags, no control, invisible or bidirectional-override
-    characters, no code fences; runs of spaces collapsed."""
-    if not (text.isascii() and text.isprintable()):
-        text = _CONTROL_RE.sub("", text)
-    text = _strip_tags(text).strip()
-    if "  " in text or "\t" in text or "\n" in text:
-        text = re.sub(r"[ \t]*\n[ \t]*", "\n", re.sub(r"[ \t]+", " ", text))
-        text = re.sub(r"\n{3,}", "\n\n", text)
-    return text.strip()
-
+from negolib.crossing import TEMPLATE_TAG_RE, clean_prose
 
 _S, _U1, _A1, _U2 = "negobookSYSTEM", "negobookUSERONE", "negobookASSISTANTONE", "negobookUSERTWO"
 
@@ -281,6 +237,6 @@ def decode_turn_counted(tokenizer: Any, ids: Sequence[int], tags: TurnTags | Non
     return strip_template_tags_counted(text, tokenizer, tags)
 
 
-__all__ = ["ChatTemplateError", "Tag", "TurnTags", "assert_roundtrip", "decode_turn", "decode_turn_counted",
-           "derive_turn_tags", "encode_chat", "encode_text", "render_chat", "special_token_texts",
-           "strip_template_tags", "strip_template_tags_counted"]
+__all__ = ["TEMPLATE_TAG_RE", "ChatTemplateError", "Tag", "TurnTags", "assert_roundtrip", "clean_prose",
+           "decode_turn", "decode_turn_counted", "derive_turn_tags", "encode_chat", "encode_text", "render_chat",
+           "special_token_texts", "strip_template_tags", "strip_template_tags_counted"]
