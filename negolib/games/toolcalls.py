@@ -2,8 +2,10 @@
 
 Contract: :func:`extract` reads a turn on every surface (a :class:`StructuredTurn` of SDK calls: OpenAI dicts or
 objects, Anthropic ``tool_use`` blocks, :class:`ToolCall`; or text with JSON calls bare, fenced or in ``<tool_call>``
-tags) into an :class:`Extracted`: the cleaned prose, the call candidates as (name, arguments) pairs or
-:class:`Malformed` (why one is unreadable), a surface error, and the structured calls as JSON-ready transcript data.
+tags) into an :class:`Extracted`: the cleaned prose (:mod:`negolib.crossing`: the text is scrubbed before a tag is
+read; what is left after the calls is cleaned of template and tool-call tags alike), the call candidates as (name,
+arguments) pairs or :class:`Malformed` (why one is unreadable), a surface error, and the structured calls as
+JSON-ready transcript data.
 It never raises on odd input (hostile SDK objects may: callers catch). :func:`tool_name`, :func:`call_arguments`
 and :func:`positive_number` are the strict call checks, driven by a game's tool schemas; the game checks the rest.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from negolib.agents.base import AgentReply
-from negolib.chat_template import clean_prose
+from negolib.crossing import clean_prose, one_line, scrub
 
 MAX_TEXT_CHARS = 16_000
 OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
@@ -84,7 +86,7 @@ def short(value: Any, limit: int = 60) -> str:
         text = value if isinstance(value, str) else repr(value)
     except Exception:  # noqa: BLE001 - a hostile __repr__
         text = f"<{type(value).__name__}>"
-    text = clean_prose(text[: 4 * limit])
+    text = one_line(text[: 4 * limit])
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -309,7 +311,7 @@ def extract(turn: Any) -> Extracted:
         text = turn
     else:
         return Extracted("", [], f"a turn must be text or a StructuredTurn, got {type(turn).__name__}", None)
-    text = text[:MAX_TEXT_CHARS]
+    text = scrub(text[:MAX_TEXT_CHARS], tool_tags=False)  # characters and template tags before any tag is read
     if "{" in text or "<" in text:
         found, text = _text_candidates(text)
         candidates += [_text_call(obj) for obj in found]
