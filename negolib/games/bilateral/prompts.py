@@ -7,7 +7,8 @@ the counterpart's latest message and call, the standing offers, the turns left, 
 call had no effect. :func:`chat_messages` is the whole conversation as the party lived it: the system prompt,
 then per own past turn the user message it was asked with, its own reply as an assistant message with its tool
 call (``tool_calls`` plus a ``tool`` result message, or the ``<tool_call>`` text), and the current turn's user
-message. All are pure functions of a :class:`~.env.BargainView`; counterpart text arrives cleaned.
+message. All are pure functions of a :class:`~.env.BargainView`; the counterpart's words are shown as one quoted
+line (:func:`negolib.crossing.quoted`), so they cannot pass for an offer or standing line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from negolib.crossing import quoted
 from negolib.games.bilateral.env import BargainView, HistoryEntry
 from negolib.games.bilateral.protocol import Action, format_tool_call
 from negolib.games.bilateral.tools import ACCEPT_OFFER, MAKE_OFFER, TOOLS, WALK_AWAY
@@ -86,8 +88,7 @@ def turn_message(view: BargainView) -> str:
     if last is None:
         lines.append(f"You open the negotiation with the {them}.")
     else:
-        said = last.message or "(no message)"
-        lines.append(f'The {them} wrote: "{said}"')
+        lines.append(f"The {them} wrote: {quoted(last.message or '(no message)')}")
         lines.append(_describe_call(last.action, them))
     standing = [f"your offer {money(view.own_offer)}" if view.own_offer is not None else "no offer of yours",
                 f"the {them}'s offer {money(view.their_offer)}" if view.their_offer is not None

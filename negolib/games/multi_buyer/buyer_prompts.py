@@ -5,7 +5,8 @@ own thread with the seller, never another buyer's words, budget or offers (buyer
 messages). :func:`system_prompt` states the buyer's budget, that paying above it loses money, the privacy of its
 thread and the three tools (``accept_offer()``, ``counter_offer(price)``, ``decline()``), exactly one call per
 answer; with ``tools_in_prompt`` it embeds the schemas and asks for a ``<tool_call>`` JSON (templates without tool
-support). :func:`turn_message` gives one seller message to this buyer and its binding offer, if any.
+support). :func:`turn_message` gives one seller message to this buyer (its words as one quoted line,
+:func:`negolib.crossing.quoted`) and its binding offer, if any.
 :func:`chat_messages` is the conversation as the buyer lived it: for each earlier time it was addressed, the
 seller's message, its answer (the call natively, or as ``<tool_call>`` text) and the call's result.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from negolib.crossing import quoted
 from negolib.games.multi_buyer.env import BuyerView, ThreadEntry
 from negolib.games.multi_buyer.protocol import BuyerAction, format_tool_call
 from negolib.games.multi_buyer.tools import ACCEPT_OFFER, COUNTER_OFFER, DECLINE, buyer_tools
@@ -59,7 +61,8 @@ def system_prompt(view: BuyerView, tools_in_prompt: bool = False) -> str:
 def turn_message(entry: ThreadEntry, k: int) -> str:
     """The user message of the seller's ``k``-th message to this buyer (1-based; not the seller's turn number,
     which would tell how often it wrote to the others): its words and its binding offer."""
-    said = f'The seller writes to you: "{entry.message}"' if entry.message else "The seller writes to you (no words)."
+    said = (f"The seller writes to you: {quoted(entry.message)}" if entry.message
+            else "The seller writes to you (no words).")
     offer = (f"The seller makes a binding offer: {money(entry.price)}. You may accept it with {ACCEPT_OFFER}()."
              if entry.price is not None else
              f"The seller makes no binding offer this time: {ACCEPT_OFFER} is not available.")
