@@ -162,7 +162,7 @@ def test_scenario_optimum_respects_the_turn_budget():
 
 def test_a_valid_message_and_tolerated_layout():
     p = parse_message(msg("buyer_3", "product_2", "$99.5", "Hi there.\nA second line."), 4, 3)
-    assert p.offer == Offer(2, 1, 99.5) and p.message == "Hi there.\nA second line." and not p.bad
+    assert p.offer == Offer(2, 1, 99.5) and p.message == "Hi there. A second line." and not p.bad  # one line
     fenced = "```\n" + msg().replace("\nPRODUCT", "\n\nPRODUCT") + "\n```"
     assert parse_message(fenced, 4, 3).offer == Offer(0, 0, 100.0)
     text = format_message(Offer(1, 2, 12.5), "Take it.")

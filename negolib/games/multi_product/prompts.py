@@ -7,13 +7,15 @@ messages left, what is sold, the open products and buyers, and why the last mess
 :func:`chat_messages` is the conversation as the seller lived it: per own past message the user message it was
 asked with, its four-part text as the assistant's (a refused one as it was written, cleaned), and the addressed
 buyer's answer opening the next user message. Text only, for every backend; pure functions of a
-:class:`~.env.SellerView`; buyers' words arrive cleaned, each only in the answer to a message to that buyer.
+:class:`~.env.SellerView`; a buyer's words arrive as one quoted line (:func:`negolib.crossing.quoted`), each only in
+the answer to a message to that buyer.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from negolib.crossing import quoted
 from negolib.games.multi_buyer.prompts import check_past_turn, refusals_before, seller_turn_message
 from negolib.games.multi_product.env import SellerView, ThreadEntry
 from negolib.games.multi_product.protocol import ACCEPT, DECLINE, MAX_MESSAGE_CHARS, Offer, format_message
@@ -89,7 +91,7 @@ def answer_text(buyer: int, entry: ThreadEntry | None) -> str:
     who = buyer_id(buyer)
     if entry is None:
         return f"{who} has not answered."
-    said = f' and wrote: "{entry.message}"' if entry.message else ""
+    said = f" and wrote: {quoted(entry.message)}" if entry.message else ""
     return f"{who} answered {ACCEPT if entry.accept else DECLINE}{said}" + (" (sold)." if entry.accept else ".")
 
 

@@ -12,6 +12,9 @@ TO names a buyer ``buyer_<m>`` (1..M), PRODUCT a product ``product_<k>`` (1..K),
 (digits, at most two decimals, an optional leading ``$``; no commas, units, signs or exponents), MESSAGE a
 non-empty text of at most 1,000 characters in which no line starts with a part label. Anything else is a bad parse
 naming the failing part. A buyer answers ``ACCEPT`` or ``DECLINE`` on its first line, then an optional message.
+Both parsers read the text only after :func:`negolib.crossing.scrub` (line breaks made plain, control, invisible and
+bidi characters, template and tool-call tags removed), so a label hidden by such characters is still a label; the
+message that reaches the other party is one clean line (:func:`negolib.crossing.one_line`).
 :func:`parse_message` and :func:`parse_answer` never raise.
 """
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from negolib.chat_template import clean_prose
+from negolib.crossing import one_line, scrub
 from negolib.games.toolcalls import short
 
 PARTS: tuple[str, str, str, str] = ("TO", "PRODUCT", "PRICE", "MESSAGE")
@@ -91,7 +94,7 @@ def _parse_message(text: Any, n_buyers: int, n_products: int) -> ParsedMessage:
         return _bad("format", f"a message must be text, got {type(text).__name__}")
     if len(text) > MAX_TEXT_CHARS:
         return _bad("format", f"longer than {MAX_TEXT_CHARS} characters")
-    body = text.strip()
+    body = scrub(text).strip()  # characters, line breaks and tags first: no label can hide from the checks below
     fenced = _FENCE_RE.match(body)
     if fenced:
         body = fenced.group(1).strip()
@@ -116,7 +119,7 @@ def _parse_message(text: Any, n_buyers: int, n_products: int) -> ParsedMessage:
     if m is None:
         return _bad("MESSAGE", f"expected a line 'MESSAGE: ...' here, got {_show(lines[i])}")
     raw_message = "\n".join([m.group(1), *lines[i + 1:]]).strip()
-    message = clean_prose(raw_message)
+    message = one_line(raw_message)
     to, product, price = parts
     mb = _BUYER_RE.fullmatch(to)
     if mb is None or not 1 <= int(mb.group(1)) <= n_buyers:
@@ -151,14 +154,15 @@ def parse_answer(text: Any) -> ParsedAnswer:
     message; anything else is unreadable, read as a decline. Never raises."""
     if not isinstance(text, str):
         return ParsedAnswer(False, "", f"an answer must be text, got {type(text).__name__}")
-    head, _, rest = text[:MAX_TEXT_CHARS].strip().partition("\n")
+    body = scrub(text[:MAX_TEXT_CHARS]).strip()
+    head, _, rest = body.partition("\n")
     word = head.strip().rstrip(".!")
-    message = clean_prose(rest)
+    message = one_line(rest)
     if word == ACCEPT:
         return ParsedAnswer(True, message)
     if word == DECLINE:
         return ParsedAnswer(False, message)
-    return ParsedAnswer(False, clean_prose(text[:MAX_TEXT_CHARS]),
+    return ParsedAnswer(False, one_line(body),
                         f"the first line must be ACCEPT or DECLINE, got {_show(head)}")
 
 
