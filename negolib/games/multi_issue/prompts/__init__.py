@@ -15,14 +15,15 @@ Every word a party reads comes from the Jinja2 templates in this folder; this mo
 Both give the party its private brief and its reservation value ("any deal that gives you at least
 X of your best possible value beats no deal") and never state the turn cap.
 
-What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.chat_template.clean_prose`)
+What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.crossing.clean_prose`)
 and as ledger values. Contract terms are the environment's canonical values, one ``- name: value``
 line each; off-schema names and values, which a party chose freely, are shown through
 :func:`negolib.games.multi_issue.protocol.display_text` (one short line, no tags, brackets or quotes) on a separate
 "Unrecognised terms (not part of the contract, never counted)" line, at most
 :data:`MAX_UNRECOGNISED_SHOWN` of them. Where the environment writes lines around the prose (the
 evaluation history, the training scaffold with ``training_show_ledger``) the prose is kept to one
-line, so it cannot pass for a ledger line either. The counterpart's raw text and its ``notes``
+line (:func:`negolib.crossing.one_line`, the rule every game's quoted words follow), so it cannot pass for a
+ledger line either. The counterpart's raw text and its ``notes``
 are never shown.
 """
 
@@ -35,6 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from negolib.crossing import one_line
 from negolib.games.multi_issue.domains import Domain, Issue
 from negolib.games.multi_issue.env import PartyView
 from negolib.games.multi_issue.protocol import display_text
@@ -123,11 +125,6 @@ def _ledger_context(domain: Domain, ledger: Mapping[str, Any]) -> dict[str, Any]
             "unrecognised_more": max(0, len(off) - MAX_UNRECOGNISED_SHOWN)}
 
 
-def _flat(prose: str) -> str:
-    """A turn's prose on one line (where it sits among lines that the environment writes)."""
-    return " ".join(prose.split())
-
-
 def _issues(view: PartyView) -> list[dict[str, Any]]:
     out = []
     for issue, w, sign, pref in zip(view.domain.issues, view.prefs.weights, view.prefs.signs,
@@ -170,7 +167,7 @@ def _training(view: PartyView, config: PromptConfig) -> list[Message]:
         if not config.training_show_ledger:
             return _render(config, "training_reply.j2", prose=h.prose, ledger=None)
         # the current offer follows the prose: the prose is kept to one line so it cannot fake one
-        return _render(config, "training_reply.j2", prose=_flat(h.prose), **_ledger_context(view.domain, h.ledger))
+        return _render(config, "training_reply.j2", prose=one_line(h.prose), **_ledger_context(view.domain, h.ledger))
 
     opening = None
     if history and history[0].role != view.role and not ctx["opening"]:
@@ -195,7 +192,7 @@ def _training(view: PartyView, config: PromptConfig) -> list[Message]:
 
 def _evaluation(view: PartyView, config: PromptConfig) -> list[Message]:
     ctx = _context(view, "evaluation")
-    history = [{"turn": h.turn, "prose": _flat(h.prose) or "(no message)",
+    history = [{"turn": h.turn, "prose": one_line(h.prose) or "(no message)",
                 "speaker": "You" if h.role == view.role else h.role.capitalize()} for h in view.history]
     return [
         {"role": "system", "content": _render(config, "system.j2", **ctx)},
