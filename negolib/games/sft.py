@@ -158,10 +158,13 @@ class SFTConfig:
     dtype: str = "float32"  # float32 on CPU
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.max_length < 2:
-            raise ValueError(f"{type(self).__name__}: epochs, batch_size >= 1 and max_length >= 2")
-        if not 0 < self.learning_rate < 1 or not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"{type(self).__name__}: learning_rate in (0, 1), warmup_ratio in [0, 1)")
+        """A refused value raises ``ValueError("<Class>.<field> <problem>")``, naming its field."""
+        for name, ok, rule in (("epochs", self.epochs >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
+                               ("max_length", self.max_length >= 2, ">= 2"),
+                               ("learning_rate", 0 < self.learning_rate < 1, "in (0, 1)"),
+                               ("warmup_ratio", 0 <= self.warmup_ratio < 1, "in [0, 1)")):
+            if not ok:
+                raise ValueError(f"{type(self).__name__}.{name} must be {rule}, got {getattr(self, name)}")
 
 
 @dataclass
