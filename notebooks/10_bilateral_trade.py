@@ -45,7 +45,6 @@ from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
 from negolib.book import open_book, summarize_warnings
-from negolib.errors import ValidationError
 from negolib.formatting import fmt_ci
 from negolib.games import get_game
 from negolib.games.bilateral.env import BilateralConfig
@@ -62,16 +61,12 @@ from negolib.games.bilateral.scenarios import (
 from negolib.games.bilateral.scripted import make_scripted
 from negolib.games.bilateral.tools import MAX_PRICE, TOOL_NAMES
 from negolib.games.bilateral.training import (
-    BilateralGRPOConfig,
-    BilateralSFTConfig,
     evaluate_stages,
     run_grpo,
     run_sft,
     sft_dataset,
-    stage_seeds,
 )
 from negolib.games.toolcalls import money
-from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.report.tournament import (
     RATING_LABEL,
@@ -92,13 +87,9 @@ output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 # %%
 B = open_book(params_path, output_dir or None)
 P, S = B.params, B.params.statistics
-G = P.games.bilateral
-if G is None:
-    raise ValidationError(P.source, "games.bilateral", "is required by notebook 10 (see params/smoke.yaml)")
+G = P.game("bilateral", "notebook 10")  # checked at load: every name, recipe and seed count, naming its field
 game = get_game("bilateral")
-check_game_agents(P, "bilateral", game.scripted_strategies())  # a bad name or recipe fails here, naming its field
-sft_config = recipe(P, "games.bilateral.sft.config", BilateralSFTConfig(seed=P.seed))
-grpo_config = recipe(P, "games.bilateral.grpo", BilateralGRPOConfig())
+sft_config, grpo_config = G.sft.config, G.grpo  # the game's recipes under the profile's overrides
 last = B.last_run("10_bilateral_trade")
 print(f"profile {P.profile!r}: {len(G.tournament.agents)} tournament agents, {G.tournament.seeds_per_tier} seeds "
       f"per price tier; language model: {G.lm.base.display}")
@@ -230,10 +221,6 @@ print(f"largest difference across tiers of one seller's surplus share: {spread:.
 
 # %%
 LM = G.lm
-seen = set(eval_seeds(T.seeds_per_tier)) & set(stage_seeds(LM.eval_seeds_per_tier))
-if seen:  # SFT learns from the tournament's scenarios: the evaluation must not replay them
-    raise ValueError(f"{P.source}: games.bilateral.lm.eval_seeds_per_tier: evaluation seeds {sorted(seen)} were "
-                     "played in the tournament (lower games.bilateral.tournament.seeds_per_tier)")
 base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
 examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
 sft = run_sft(base_dir, examples, B.paths.game_training("bilateral", "sft"), sft_config, progress=True)

@@ -40,7 +40,6 @@
 # %%
 # %matplotlib inline
 import time
-from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -49,7 +48,6 @@ from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
 from negolib.book import open_book, summarize_warnings
-from negolib.errors import ValidationError
 from negolib.formatting import fmt_ci
 from negolib.games import get_game
 from negolib.games.multi_buyer.buyers import STYLES
@@ -68,16 +66,13 @@ from negolib.games.multi_buyer.scenarios import (
 from negolib.games.multi_buyer.sellers import make_seller
 from negolib.games.multi_buyer.tools import MESSAGE_BUYER
 from negolib.games.multi_buyer.training import (
-    MultiBuyerGRPOConfig,
-    default_recipe,
     evaluate_stages,
     run_grpo,
     sft_dataset,
     stage_table,
 )
-from negolib.games.sft import SFTConfig, run_sft
+from negolib.games.sft import run_sft
 from negolib.games.toolcalls import money
-from negolib.params import check_game_agents, recipe
 from negolib.report.booktable import BookTable
 from negolib.tournament import read_matches, run_tournament
 
@@ -90,12 +85,9 @@ output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 # %%
 B = open_book(params_path, output_dir or None)
 P, S = B.params, B.params.statistics
-G = P.games.multi_buyer
-if G is None:
-    raise ValidationError(P.source, "games.multi_buyer", "is required by notebook 11 (see params/smoke.yaml)")
+G = P.game("multi_buyer", "notebook 11")  # checked at load: every name, recipe and seed count, naming its field
 game = get_game("multi_buyer")
-check_game_agents(P, "multi_buyer", game.scripted_strategies(), opponents=game.buyer_names())  # names its field
-grpo_config = recipe(P, "games.multi_buyer.grpo", MultiBuyerGRPOConfig(recipe=replace(default_recipe(), seed=P.seed)))
+grpo_config = G.grpo  # the game's recipe under the profile's overrides, seeded by the profile
 last = B.last_run("11_multi_buyer")
 print(f"profile {P.profile!r}: {len(G.tournament.agents)} sellers, {G.tournament.seeds_per_tier} seeds per market; "
       f"language model: {G.lm.base.display} "
@@ -277,7 +269,7 @@ LM = G.lm
 base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
 stages, start_dir = {"base": base_dir}, base_dir
 if G.sft is not None:
-    sft_config = recipe(P, "games.multi_buyer.sft.config", SFTConfig(seed=P.seed))
+    sft_config = G.sft.config
     examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples,
                            max_seller_turns=grpo_config.turn_budget)  # sales a seller with this budget can make
     with summarize_warnings():  # e.g. conversations cut to max_length

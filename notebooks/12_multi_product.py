@@ -51,7 +51,6 @@ from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
 from negolib.book import open_book, summarize_warnings
-from negolib.errors import ValidationError
 from negolib.formatting import fmt_ci
 from negolib.games import get_game
 from negolib.games.multi_product.buyers import RULES
@@ -67,7 +66,6 @@ from negolib.games.multi_product.scenarios import (
     VALUE_SIGMA,
 )
 from negolib.games.multi_product.training import (
-    MultiProductGRPOConfig,
     RewardConfig,
     episodes_frame,
     format_stage_table,
@@ -76,8 +74,7 @@ from negolib.games.multi_product.training import (
     sft_dataset,
     stage_table,
 )
-from negolib.games.sft import SFTConfig, run_sft
-from negolib.params import check_game_agents, recipe
+from negolib.games.sft import run_sft
 from negolib.report.booktable import BookTable
 from negolib.tournament import read_matches, run_tournament
 
@@ -90,24 +87,10 @@ output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 # %%
 B = open_book(params_path, output_dir or None)
 P, S = B.params, B.params.statistics
-G = P.games.multi_product
-if G is None:
-    raise ValidationError(P.source, "games.multi_product", "is required by notebook 12 (see params/smoke.yaml)")
+G = P.game("multi_product", "notebook 12")  # checked at load: every name, recipe and seed count, naming its field
 game = get_game("multi_product")
 T, LM = G.tournament, G.lm
-check_game_agents(P, "multi_product", (*game.scripted_strategies(), *game.buyer_names()))
-for i, a in enumerate(T.agents):  # a buyer name reads as the pool in the seller role: not a seller
-    if a in game.buyer_names():
-        raise ValidationError(P.source, f"games.multi_product.tournament.agents[{i}]", f"{a!r} is a buyer; sellers: "
-                              f"{', '.join(game.scripted_strategies())} or a language model")
-if LM.opponent not in game.buyer_names():
-    raise ValidationError(P.source, "games.multi_product.lm.opponent",
-                          f"must be one of the game's buyers {list(game.buyer_names())}, got {LM.opponent!r}")
-for i, m in enumerate(LM.eval_tiers or []):
-    if m not in MARKETS:
-        raise ValidationError(P.source, f"games.multi_product.lm.eval_tiers[{i}]", f"unknown market {m!r}; "
-                              f"markets: {list(MARKETS)}")
-grpo_config = recipe(P, "games.multi_product.grpo", MultiProductGRPOConfig())  # a bad override fails here, named
+grpo_config = G.grpo  # the game's recipe under the profile's overrides
 last = B.last_run("12_multi_product")
 print(f"profile {P.profile!r}: sellers {', '.join(T.agents)}; {T.seeds_per_tier} seeds per market; language model: "
       f"{LM.base.display} ({' -> '.join(['base', *(['SFT'] if G.sft else []), *(['GRPO'] if G.train else [])])})")
@@ -274,7 +257,7 @@ if priced:
 base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
 stages, start_dir = {"base": base_dir}, base_dir
 if G.sft is not None:
-    sft_config = recipe(P, "games.multi_product.sft.config", SFTConfig(seed=P.seed))
+    sft_config = G.sft.config
     examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
     with summarize_warnings():  # e.g. conversations cut to max_length
         sft = run_sft(base_dir, examples, B.paths.game_training("multi_product", "sft"), sft_config, progress=True)

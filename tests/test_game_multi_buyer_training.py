@@ -270,32 +270,27 @@ def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, wor
     ({"reward": {"below_cost_penalty": -1}}, "games.multi_buyer.grpo.reward.below_cost_penalty", ">= 0"),
     ({"recipe": {"max_steps": "x"}}, "games.multi_buyer.grpo.recipe.max_steps", "must be int"),
 ])
-def test_grpo_overrides_are_checked_by_the_profile_mechanism(tmp_path, overrides, field, words):
+def test_grpo_overrides_are_checked_at_load(tmp_path, overrides, field, words):
     from negolib.errors import ValidationError
-    from negolib.params import recipe
 
-    p = _profile(tmp_path)
-    built = recipe(p, "games.multi_buyer.grpo", MultiBuyerGRPOConfig())  # the profiles' own overrides build
-    assert built.turn_budget == 2 and built.recipe.max_rollout_turns == 3
+    built = _profile(tmp_path).games.multi_buyer.grpo  # the profile's own overrides build, over the game's defaults
+    assert isinstance(built, MultiBuyerGRPOConfig) and built.turn_budget == 2 and built.recipe.max_rollout_turns == 3
     with pytest.raises(ValidationError) as e:
-        recipe(p, "games.multi_buyer.grpo", MultiBuyerGRPOConfig(), {**p.games.multi_buyer.grpo, **overrides})
+        _profile(tmp_path, lambda g: g["grpo"].update(overrides))
     assert e.value.field.startswith(field) and words in str(e.value)
 
 
 @pytest.mark.parametrize("overrides, field, words", [
     ({"epoch": 1}, "games.multi_buyer.sft.config", "unknown keys ['epoch']; allowed: ['batch_size'"),
-    ({"learning_rate": 3}, "games.multi_buyer.sft.config", "learning_rate in (0, 1)"),
+    ({"learning_rate": 3}, "games.multi_buyer.sft.config.learning_rate", "must be in (0, 1)"),
     ({"max_length": "long"}, "games.multi_buyer.sft.config.max_length", "must be int"),
 ])
-def test_sft_overrides_are_checked_by_the_profile_mechanism(tmp_path, overrides, field, words):
+def test_sft_overrides_are_checked_at_load(tmp_path, overrides, field, words):
     """The market's SFT recipe (the shared SFTConfig) is built like every game recipe: errors name the dotted field."""
     from negolib.errors import ValidationError
-    from negolib.games.sft import SFTConfig
-    from negolib.params import recipe
 
-    p = _profile(tmp_path)
-    built = recipe(p, "games.multi_buyer.sft.config", SFTConfig())  # the smoke profile's own overrides build
+    built = _profile(tmp_path).games.multi_buyer.sft.config  # the smoke profile's own overrides build
     assert built.max_length == 8192 and built.epochs == 1
     with pytest.raises(ValidationError) as e:
-        recipe(p, "games.multi_buyer.sft.config", SFTConfig(), overrides)
+        _profile(tmp_path, lambda g: g["sft"]["config"].update(overrides))
     assert e.value.field.startswith(field) and words in str(e.value), str(e.value)

@@ -210,7 +210,7 @@ def test_stage_table_of_scripted_sellers_matches_the_market_metrics():
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
 def test_shipped_profiles_have_a_valid_multi_product_section(profile):
-    from negolib.params import load_params, recipe
+    from negolib.params import load_params
 
     p = load_params(f"params/{profile}.yaml")
     g = p.games.multi_product
@@ -218,7 +218,7 @@ def test_shipped_profiles_have_a_valid_multi_product_section(profile):
     assert g is not None and all(a in game.scripted_strategies() for a in g.tournament.agents if ":" not in a)
     assert g.lm.opponent in game.buyer_names() and g.lm.base.backend == "hf"
     assert set(g.lm.eval_tiers or MARKETS) <= set(MARKETS)
-    cfg = recipe(p, "games.multi_product.grpo", MultiProductGRPOConfig())  # the recipe the notebook builds
+    cfg = g.grpo  # the recipe the notebook trains with, built at load
     assert cfg.recipe.max_rollout_turns >= max(MARKETS[m].turn_budget for m in cfg.markets)
     if profile == "smoke":
         assert g.lm.base.model == "tiny"
@@ -279,12 +279,17 @@ def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, wor
     ({"reward": {"refusal_penalty": -1}}, "games.multi_product.grpo.reward.refusal_penalty", ">= 0"),
     ({"seeds": 3}, "games.multi_product.grpo", "unknown keys ['seeds']"),
 ])
-def test_grpo_recipe_overrides_name_the_dotted_field(override, field, words):
-    from negolib.errors import ValidationError
-    from negolib.params import load_params, recipe
+def test_grpo_recipe_overrides_name_the_dotted_field(tmp_path, override, field, words):
+    import yaml
 
-    p = load_params("params/smoke.yaml")
+    from negolib.errors import ValidationError
+    from negolib.params import load_params
+
+    data = _games_data()
+    data["games"]["multi_product"]["grpo"].update(override)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(ValidationError) as e:
-        recipe(p, "games.multi_product.grpo", MultiProductGRPOConfig(), override)
+        load_params(path)
     assert e.value.field == field, str(e.value)
     assert words in str(e.value)

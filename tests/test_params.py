@@ -528,19 +528,13 @@ def _games_data() -> dict:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_shipped_profiles_name_the_bilateral_games_agents(profile):
     from negolib.games import get_game
-    from negolib.params import check_game_agents
+    from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
 
-    p = load_params(ROOT / "params" / f"{profile}.yaml")
+    p = load_params(ROOT / "params" / f"{profile}.yaml")  # every name checked against the game's own list at load
     g = p.games.bilateral
     assert g is not None and len(g.tournament.agents) >= 2
-    scripted = get_game("bilateral").scripted_strategies()
-    check_game_agents(p, "bilateral", scripted)  # every plain name is one of the game's strategies
-    assert set(scripted) <= set(g.tournament.agents)  # the five scripted families play in every profile
-    from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
-    from negolib.params import recipe
-
-    recipe(p, "games.bilateral.sft.config", BilateralSFTConfig())  # the recipes the notebook builds, build
-    recipe(p, "games.bilateral.grpo", BilateralGRPOConfig())
+    assert set(get_game("bilateral").scripted_strategies()) <= set(g.tournament.agents)  # the five families play
+    assert isinstance(g.sft.config, BilateralSFTConfig) and isinstance(g.grpo, BilateralGRPOConfig)  # built at load
 
 
 def test_games_section_loads_and_is_optional(tmp_path):
@@ -611,91 +605,68 @@ def test_games_section_errors_name_the_dotted_field(tmp_path, edit, field, words
 
 
 def test_game_agents_are_checked_against_the_games_own_list(tmp_path):
-    from negolib.games import get_game
-    from negolib.params import check_game_agents
-
-    scripted = get_game("bilateral").scripted_strategies()
     data = _games_data()
     data["games"]["bilateral"]["tournament"]["agents"] = ["boulware", "hardheaded", "hf:/models/x", "openai:gpt"]
-    p = load_params(_write(tmp_path, data))  # 'hardheaded' is a name of the paper's game, not of this one
-    with pytest.raises(ValidationError) as e:
-        check_game_agents(p, "bilateral", scripted)
-    assert e.value.field == "games.bilateral.tournament.agents[1]" and str(tmp_path) in str(e.value)
-    assert "no agent 'hardheaded'" in str(e.value) and "tit_for_tat" in str(e.value)
+    e = _expect(tmp_path, data, "games.bilateral.tournament.agents[1]", "no agent 'hardheaded'")  # the paper's game's
+    assert "tit_for_tat" in str(e)
     data = _games_data()
     data["games"]["bilateral"]["lm"]["opponent"] = "tough_guy"
-    with pytest.raises(ValidationError, match=r"games\.bilateral\.lm\.opponent.*no agent 'tough_guy'"):
-        check_game_agents(load_params(_write(tmp_path, data)), "bilateral", scripted)
-    data = _smoke_data()
-    data.pop("games", None)
-    with pytest.raises(ValidationError, match=r"games\.bilateral.*not in this profile"):
-        check_game_agents(load_params(_write(tmp_path, data)), "bilateral", scripted)
+    _expect(tmp_path, data, "games.bilateral.lm.opponent", "no agent 'tough_guy'")
 
 
 def test_game_agents_opponent_list_is_strict(tmp_path):
-    """With ``opponents`` (notebook 11: the market's buyer agents), lm.opponent is checked against those names,
-    not the sellers': the buyer pool passes, a name that is neither fails naming its field."""
+    """The market's lm.opponent is one of its buyer agents, not a seller: the buyer pool passes, a seller's name or a
+    name that is neither fails naming its field; tournament agents are checked first."""
     from negolib.games import get_game
-    from negolib.params import check_game_agents
 
     game = get_game("multi_buyer")
-    sellers, buyers = game.scripted_strategies(), game.buyer_names()
     p = load_params(ROOT / "params" / "smoke.yaml")
-    assert p.games.multi_buyer.lm.opponent in buyers and p.games.multi_buyer.lm.opponent not in sellers
-    check_game_agents(p, "multi_buyer", sellers, opponents=buyers)
-    with pytest.raises(ValidationError, match=r"games\.multi_buyer\.lm\.opponent"):
-        check_game_agents(p, "multi_buyer", sellers)  # without the list, the opponent is read as a seller
+    assert p.games.multi_buyer.lm.opponent in game.buyer_names()
     data = _smoke_data()
+    data["games"]["multi_buyer"]["lm"]["opponent"] = game.scripted_strategies()[0]
+    _expect(tmp_path, data, "games.multi_buyer.lm.opponent", "no buyer agent")
     data["games"]["multi_buyer"]["lm"]["opponent"] = "tough_guy"
-    with pytest.raises(ValidationError, match=r"games\.multi_buyer\.lm\.opponent.*no buyer agent 'tough_guy'"):
-        check_game_agents(load_params(_write(tmp_path, data)), "multi_buyer", sellers, opponents=buyers)
+    _expect(tmp_path, data, "games.multi_buyer.lm.opponent", "no buyer agent 'tough_guy'")
     data["games"]["multi_buyer"]["tournament"]["agents"][0] = "nobody"  # agents are checked first
-    with pytest.raises(ValidationError, match=r"tournament\.agents\[0\].*no agent 'nobody'"):
-        check_game_agents(load_params(_write(tmp_path, data)), "multi_buyer", sellers, opponents=buyers)
+    _expect(tmp_path, data, "games.multi_buyer.tournament.agents[0]", "no agent 'nobody'")
 
 
 @pytest.mark.parametrize("where, overrides, field, words", [
-    ("games.bilateral.sft.config", {"epoch": 1}, "games.bilateral.sft.config", "unknown keys ['epoch']"),
-    ("games.bilateral.sft.config", {"epochs": "2"}, "games.bilateral.sft.config.epochs", "must be int"),
-    ("games.bilateral.sft.config", {"learning_rate": 3}, "games.bilateral.sft.config", "learning_rate"),
-    ("games.bilateral.grpo", {"tiers": "1k"}, "games.bilateral.grpo.tiers", "must be a list of str"),
-    ("games.bilateral.grpo", {"tiers": ["2k"]}, "games.bilateral.grpo.tiers", "unknown ['2k']"),
-    ("games.bilateral.grpo", {"reward": {"ir_pen": 1}}, "games.bilateral.grpo.reward", "unknown keys ['ir_pen']"),
-    ("games.bilateral.grpo", {"reward": {"ir_penalty": -1}}, "games.bilateral.grpo.reward.ir_penalty", ">= 0"),
-    ("games.bilateral.grpo", {"recipe": {"max_step": 2}}, "games.bilateral.grpo.recipe.max_step", "unknown key"),
-    ("games.bilateral.grpo", {"recipe": {"max_steps": "x"}}, "games.bilateral.grpo.recipe.max_steps", "must be int"),
-    ("games.bilateral.grpo", {"recipe": {"micro_batch_size": 3}}, "games.bilateral.grpo.recipe.micro_batch_size",
-     "must divide"),
-    ("games.bilateral.grpo", {"recipe": 4}, "games.bilateral.grpo.recipe", "TrainConfig overrides"),
+    ("sft.config", {"epoch": 1}, "games.bilateral.sft.config", "unknown keys ['epoch']"),
+    ("sft.config", {"epochs": "2"}, "games.bilateral.sft.config.epochs", "must be int"),
+    ("sft.config", {"learning_rate": 3}, "games.bilateral.sft.config.learning_rate", "(0, 1)"),
+    ("grpo", {"tiers": "1k"}, "games.bilateral.grpo.tiers", "must be a list of str"),
+    ("grpo", {"tiers": ["2k"]}, "games.bilateral.grpo.tiers", "unknown ['2k']"),
+    ("grpo", {"reward": {"ir_pen": 1}}, "games.bilateral.grpo.reward", "unknown keys ['ir_pen']"),
+    ("grpo", {"reward": {"ir_penalty": -1}}, "games.bilateral.grpo.reward.ir_penalty", ">= 0"),
+    ("grpo", {"recipe": {"max_step": 2}}, "games.bilateral.grpo.recipe.max_step", "unknown key"),
+    ("grpo", {"recipe": {"max_steps": "x"}}, "games.bilateral.grpo.recipe.max_steps", "must be int"),
+    ("grpo", {"recipe": {"micro_batch_size": 3}}, "games.bilateral.grpo.recipe.micro_batch_size", "must divide"),
+    ("grpo", {"recipe": 4}, "games.bilateral.grpo.recipe", "TrainConfig overrides"),
 ])
-def test_game_recipes_are_checked_by_the_profile_mechanism(tmp_path, where, overrides, field, words):
-    """A game's SFT and GRPO recipes are its own classes (the layer of params imports no game); the notebook builds
-    them with :func:`negolib.params.recipe`, whose errors name the profile and the dotted field."""
-    from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
-    from negolib.params import recipe
-
-    base = BilateralSFTConfig() if ".sft." in where else BilateralGRPOConfig()
-    path = _write(tmp_path, _games_data())
-    p = load_params(path)
-    with pytest.raises(ValidationError) as e:
-        recipe(p, where, base, overrides)
-    assert e.value.field == field and words in str(e.value) and str(path.resolve()) in str(e.value), str(e.value)
+def test_game_recipes_are_checked_at_load(tmp_path, where, overrides, field, words):
+    """A game's SFT and GRPO recipes are its own classes, built from the profile's overrides when it loads; errors
+    name the profile and the dotted field."""
+    data = _games_data()
+    section = data["games"]["bilateral"]
+    for key in where.split("."):
+        section = section.setdefault(key, {})
+    section.update(overrides)
+    _expect(tmp_path, data, field, words)
 
 
 def test_game_recipes_apply_the_profiles_overrides(tmp_path):
     from negolib.games.bilateral.training import BilateralGRPOConfig, BilateralSFTConfig
-    from negolib.params import recipe
 
     data = _games_data()
     data["games"]["bilateral"]["grpo"] = {"tiers": ["1k"], "recipe": {"max_steps": 2, "save_every": 2}}
-    p = load_params(_write(tmp_path, data))
-    sft = recipe(p, "games.bilateral.sft.config", BilateralSFTConfig())
-    assert sft.epochs == 1 and sft.learning_rate == BilateralSFTConfig().learning_rate  # the rest: the game's
-    grpo = recipe(p, "games.bilateral.grpo", BilateralGRPOConfig())
+    g = load_params(_write(tmp_path, data)).games.bilateral
+    assert g.sft.config.epochs == 1 and g.sft.config.learning_rate == BilateralSFTConfig().learning_rate  # the game's
     base = BilateralGRPOConfig()
-    assert grpo.tiers == ("1k",) and grpo.recipe.max_steps == 2
-    assert grpo.recipe.max_new_tokens == base.recipe.max_new_tokens and grpo.reward == base.reward
-    assert recipe(p, "games.bilateral.grpo", base, {}) == base
+    assert g.grpo.tiers == ("1k",) and g.grpo.recipe.max_steps == 2
+    assert g.grpo.recipe.max_new_tokens == base.recipe.max_new_tokens and g.grpo.reward == base.reward
+    data["games"]["bilateral"].pop("grpo")
+    assert load_params(_write(tmp_path, data)).games.bilateral.grpo == base  # absent: the game's defaults
 
 
 # ---------------------------------------------------------------------------------------------
