@@ -12,7 +12,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
+
+from negolib.params import Params
+from negolib.training.config import TrainConfig
 
 SERVING_COLUMNS = ["arm", "n_episodes", "n_seller_turns", "n_prompt_capped_turns", "n_prompt_capped_episodes",
                    "prompt_capped_episode_share", "n_tags_stripped", "n_tag_episodes", "tag_guard_passed"]
@@ -42,4 +47,44 @@ def serving_frame(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()[SERVING_COLUMNS]
 
 
-__all__ = ["SERVING_COLUMNS", "serving_frame"]
+TOPOLOGY_COLUMNS = ["size", "paper_size", "eval_arm", "eval_backend", "eval_device", "eval_tp", "eval_memory_fraction",
+                    "train_runs", "train_tp", "train_memory_fraction"]
+
+
+def root_init(params: Params, run: str) -> str:
+    """The arm a run's weights start from, following ``run@step`` continuations."""
+    seen: set[str] = set()
+    init = params.training.runs[run].init
+    while "@" in init and init not in seen:
+        seen.add(init)
+        parent = init.split("@")[0]
+        if parent not in params.training.runs:
+            break
+        init = params.training.runs[parent].init
+    return init.split("@")[0]
+
+
+def size_topology(params: Params) -> pd.DataFrame:
+    """Table 8's serving and training topology of this profile, per size group: the base arm's backend, device,
+    tensor-parallel degree and memory fraction as served in evaluation (None where the backend sets none), and the
+    runs starting from that base with their training tensor-parallel degrees and generation memory fractions (the
+    distinct values over the runs, TrainConfig's defaults where a run sets none)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    rows = []
+    for g in params.design.sizes:
+        spec = params.arms.get(g.base)
+        runs = [r for r in params.training.runs if root_init(params, r) == g.base]
+        cfgs = [params.training.runs[r].config for r in runs]
+        tp = sorted({int(c.get("tensor_parallel_size", defaults["tensor_parallel_size"])) for c in cfgs})
+        mem = sorted({float(c.get("vllm_gpu_memory_utilization", defaults["vllm_gpu_memory_utilization"]))
+                      for c in cfgs})
+        backend = spec.backend if spec else None
+        rows.append({"size": g.label, "paper_size": g.paper, "eval_arm": g.base, "eval_backend": backend,
+                     "eval_device": (spec.device or ("cpu" if backend == "hf" else None)) if spec else None,
+                     "eval_tp": (spec.tensor_parallel or 1) if backend == "vllm" else None,
+                     "eval_memory_fraction": spec.gpu_memory_utilization if backend == "vllm" else None,
+                     "train_runs": runs, "train_tp": tp, "train_memory_fraction": mem})
+    return pd.DataFrame(rows, columns=TOPOLOGY_COLUMNS)
+
+
+__all__ = ["SERVING_COLUMNS", "TOPOLOGY_COLUMNS", "root_init", "serving_frame", "size_topology"]
