@@ -10,7 +10,8 @@ place in the profile's design, never by name: ``<size>.<role>`` where ``<size>``
 not evaluate) gives a row with ``available`` False and the refs it lacks in ``missing``.
 
 Sections (the notebook a row is shown in): ``5`` (the gain differences behind contribution (i), §5), ``B`` (the
-continuation gains labelled in Figure 3), ``C`` (the frontier sellers and 31B@56 - 12B@104 by panel), ``E`` (the
+continuation gains labelled in Figure 3), ``C`` (the frontier sellers, 31B@56 - 12B@104 and
+31B@104 - 12B@104 by panel), ``E`` (the
 10x-LR arm by buyer) and ``K`` (the two contrasts App. K re-runs at 10^5 resamples; computed at both the
 profile's ``n_resamples`` and its ``refine_resamples``). Every quantity is exploratory and unadjusted:
 ``significant`` is an interval excluding zero.
@@ -71,6 +72,8 @@ QUOTED: tuple[Quoted, ...] = (
     *(Quoted(f"sonnet_minus_terra.{d}", "C", Term("frontier.0", "frontier.1", domains=dom))
       for d, dom in (("training_domains", "training"), ("pooled", "all"), ("held_out", "held_out"))),
     *(Quoted(f"g31b_56_minus_g12b_104.{d}", "C", Term("31B.shared_early", "12B.shared", domains=dom))
+      for d, dom in (("pooled", "all"), ("held_out", "held_out"))),
+    *(Quoted(f"g31b_104_minus_g12b_104.{d}", "C", Term("31B.shared", "12B.shared", domains=dom))
       for d, dom in (("pooled", "all"), ("held_out", "held_out"))),
     Quoted("e2b_lr10_minus_base", "E", _gain("E2B", "lr10")),
     Quoted("e2b_lr10_minus_base_vs_terra", "E", _gain("E2B", "lr10", buyer=0)),

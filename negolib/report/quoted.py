@@ -25,6 +25,7 @@ PAPER_PATHS: dict[str, tuple[str, ...]] = {
     **{f"sonnet_minus_terra.{d}": ("held_out", "sonnet_minus_terra", d) for d in ("training_domains", "pooled",
                                                                                "held_out")},
     **{f"g31b_56_minus_g12b_104.{d}": ("held_out", "g31b_56_minus_g12b_104", d) for d in ("pooled", "held_out")},
+    **{f"g31b_104_minus_g12b_104.{d}": ("held_out", "g31b_104_minus_g12b_104", d) for d in ("pooled", "held_out")},
     **{k: ("contrasts", k) for k in ("e2b_lr10_minus_base", "e2b_lr10_minus_base_vs_terra",
                                      "e2b_lr10_minus_base_vs_sonnet5", "e2b_lr10_split_minus_base_split",
                                      "e2b_lr10_minus_lr3")},
@@ -44,6 +45,8 @@ LABELS: dict[str, str] = {
     "sonnet_minus_terra.held_out": "frontier[0] − frontier[1] (Sonnet 5 − Terra), held-out domain",
     "g31b_56_minus_g12b_104.pooled": "31B shared LR @56 − 12B shared LR @104, pooled",
     "g31b_56_minus_g12b_104.held_out": "31B shared LR @56 − 12B shared LR @104, held-out domain",
+    "g31b_104_minus_g12b_104.pooled": "31B shared LR @104 − 12B shared LR @104, pooled",
+    "g31b_104_minus_g12b_104.held_out": "31B shared LR @104 − 12B shared LR @104, held-out domain",
     "e2b_lr10_minus_base": "2.3B 10× LR − base, pooled",
     "e2b_lr10_minus_base_vs_terra": "2.3B 10× LR − base, against buyer_split[0] (paper: GPT-5.6-Terra)",
     "e2b_lr10_minus_base_vs_sonnet5": "2.3B 10× LR − base, against buyer_split[1] (paper: Claude Sonnet 5)",
@@ -54,7 +57,8 @@ LABELS: dict[str, str] = {
 SECTIONS = {
     "5": ("gain_differences", "Gain differences behind contribution (i) (§5, exploratory, unadjusted)"),
     "B": ("continuation_gains", "Continuation gains labelled in Figure 3 (App. B)"),
-    "C": ("held_out_contrasts_text", "Frontier sellers and 31B@56 − 12B@104 by panel (App. C, exploratory)"),
+    "C": ("held_out_contrasts_text",
+          "Frontier sellers, 31B@56 − 12B@104 and 31B@104 − 12B@104 by panel (App. C, exploratory)"),
     "E": ("lr10_by_buyer", "The 10× LR arm by buyer (App. E, paired by scenario, exploratory)"),
 }
 
