@@ -72,11 +72,21 @@ def test_training_table_shows_first_to_last_beside_the_papers_kl_and_entropy():
     row = t.frame.loc[("run", 0)]
     assert row["reward"] == "-0.400 → -0.350" and row["KL (k3)"] == "0.0000 → 0.0001" and row["score S"] == DASH
     assert row["wall time (s)"] == "3" and row["training FLOPs"] == "1.6e+08"  # 2 (2 N 10 + 6 N 10), N = 1e6
-    assert row["paper: KL at end (2.3B / 4.5B / 12B / 31B)"] == "0.0088 / 0.0157 / 0.022 / 0.0485"
-    assert row["paper: entropy start → end (2.3B)"] == "0.269 → 0.261"
+    assert row["paper: entropy start → end (continued steps)"] == DASH  # no profile: no size for the run
     assert list(t.data.columns)[:2] == ["steps", "reward"]  # the data file holds what is shown (index dropped)
     plain = training_table(training_summary({("run", 0): log}), paper).frame
     assert "training FLOPs" not in plain  # no parameter count given: no FLOPs column
+
+
+def test_training_table_shows_each_runs_own_sizes_entropy_and_kl():
+    p, paper, _, _ = paper_setup()
+    log = pd.DataFrame({"step": [1, 2], "reward": [-0.4, -0.35], "kl": [0.0, 0.001], "entropy": [0.3, 0.2]})
+    s = training_summary({("e2b_shared", 0): log, ("g31b_shared_cont", 0): log, ("elsewhere", 0): log})
+    f = training_table(s, paper, p).frame
+    assert f.loc[("e2b_shared", 0), "paper: entropy start → end (continued steps)"] == "0.269 → 0.261"
+    assert f.loc[("g31b_shared_cont", 0), "paper: entropy start → end (continued steps)"] == "0.099 → 0.111"
+    assert f.loc[("g31b_shared_cont", 0), "paper: KL at end of continuation"] == "0.0485"
+    assert f.loc[("elsewhere", 0), "paper: size"] == DASH
 
 
 def test_ladder_table_says_whether_each_run_behaved_as_required():

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from negolib.analysis.serving import root_init
 from negolib.formatting import DASH, fmt_ci, fmt_num
 from negolib.paper import PaperReported
+from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper, simple_table
 from negolib.report.figures import pyplot
 
@@ -142,18 +144,33 @@ def ladder_curves(curves: Mapping[str, Sequence[float]], optimum: float | None =
     return fig
 
 
-def training_table(summary: pd.DataFrame, paper: PaperReported) -> BookTable:
+def run_sizes(runs: Sequence[str], params: Params | None) -> dict[str, str | None]:
+    """Each run's paper size key (the size group whose base its weights start from; None when none)."""
+    if params is None:
+        return {r: None for r in runs}
+    bases = {g.base: g.paper for g in params.design.sizes}
+    return {r: bases.get(root_init(params, r)) if r in params.training.runs else None for r in runs}
+
+
+def training_table(summary: pd.DataFrame, paper: PaperReported, params: Params | None = None) -> BookTable:
     """App. D: per training run (:func:`negolib.analysis.training.training_summary`), logged KL (k3), entropy
-    start -> end, reward, validation, wall time and FLOPs; the paper's logged KL and entropy beside."""
+    start -> end, reward, validation, wall time and FLOPs; beside each run, the paper's entropy over the continued
+    steps and KL at the end of the continuation of the size the run starts from (``params`` maps runs to sizes;
+    without it, or for a run of no size group, a dash)."""
     shown = training_summary_display(summary)
     df = shown.copy()
     kl = paper.get("training", "kl_end_of_continuation", default={}) or {}
     ent = paper.get("training", "entropy_continuation", default={}) or {}
-    df["paper: KL at end (2.3B / 4.5B / 12B / 31B)"] = " / ".join(f"{kl[k]:g}" for k in kl) or DASH
-    df["paper: entropy start → end (2.3B)"] = fmt_paper(ent.get("E2B"))
+    runs = [i[0] for i in df.index] if len(df) else []
+    size = run_sizes(runs, params)
+    df["paper: size"] = [size[r] or DASH for r in runs]
+    df["paper: entropy start → end (continued steps)"] = [fmt_paper(ent.get(size[r] or "")) for r in runs]
+    df["paper: KL at end of continuation"] = [fmt_paper(kl.get(size[r] or ""), 4) for r in runs]
     return BookTable("training", "Training diagnostics (App. D)", df,
-                     "Logged k3 KL to the initial policy and policy entropy from the run logs.", shown)
+                     "Logged k3 KL to the initial policy and policy entropy from the run logs. The paper's values are "
+                     "per size, over the shared recipe's continued steps (2.3B / 4.5B / 12B / 31B entropy "
+                     + " / ".join(fmt_paper(ent.get(k)) for k in ("E2B", "E4B", "12B", "31B")) + ").", shown)
 
 
 __all__ = ["CURVE_COLUMNS", "LADDER_STYLE", "SUMMARY_COLUMNS", "ladder_curves", "ladder_table", "training_curves",
-           "training_summary_display", "training_table"]
+           "run_sizes", "training_summary_display", "training_table"]
