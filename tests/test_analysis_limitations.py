@@ -54,14 +54,18 @@ def test_every_limitation_is_listed_with_where_it_runs(profiles, tmp_path):
     assert_tidy(full, identifiers=("key", "limitation", "addressed_by", "here", "paper"))
     assert len(full) == len(LIMITATIONS) and full["key"].is_unique
     no_run = set(full.loc[~full["addressable"], "key"])
-    assert no_run == {"one_family", "size_architecture", "co_adaptation", "rl_algorithm"}
+    assert no_run == {"one_family", "size_architecture", "co_adaptation", "rl_algorithm", "sampling"}
+    # App. A's three paragraphs the book once left out: each listed with its arm, analysis or the reason none runs
+    assert {"held_out_n128", "off_schema", "sampling"} <= set(full["key"])
+    assert full.set_index("key").loc["held_out_n128", "here"] == "held-out extension (evaluation.held_out_extension)"
+    assert "provider-side" in full.set_index("key").loc["sampling", "addressed_by"]
     assert (full.loc[~full["addressable"], "here"] == NO_RUN).all()
     # paper.yaml holds an arm or analysis for every limitation a run can address
     assert (full.loc[full["addressable"], "here"] != "").all(), full
     assert PAPER_ONLY not in set(full["here"])
     default = limitations_frame(profiles["default"], None, paper).set_index("key")["here"]
     for key in ("turn_order", "fixed_opening", "seeds", "scaffold", "lr_sweep", "matched_flops",
-                "scripted_vs_frontier"):
+                "scripted_vs_frontier", "held_out_n128"):
         assert default[key] == PAPER_ONLY, key  # language-model or GPU items: the GPU profile's
     assert default["third_buyer"] == "buyer_tit_for_tat (buyer)"
     assert default["self_play"] == "linear, hardheaded"  # scripted sellers that are also evaluation buyers

@@ -133,6 +133,23 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "a third evaluation buyer from another family (beyond.extra_buyers, played by extra_buyer_arms)",
                lambda p: [f"{b} (buyer)" for b in p.beyond.extra_buyers] if p.beyond.extra_buyer_arms else [],
                paper="two buyers, one per provider family"),
+    Limitation("held_out_n128", "One held-out domain at n=128",
+               "App. C's prespecified extension: the held-out panel doubled on the next evaluation seeds, for every "
+               "arm and both buyers, when its trigger fires (evaluation.held_out_extension)",
+               lambda p: ["held-out extension (evaluation.held_out_extension)"] if p.evaluation.held_out_extension
+               else [],
+               paper="one held-out domain at n=128; the extension triggered but was not run (App. C)"),
+    Limitation("off_schema", "Off-schema terms",
+               "measured, not removed: the off-schema share of the terms each seller names and of the deals closing "
+               "with one on the ledger (analyses, notebook 7)",
+               lambda p: ["off-schema shares (analysis)"],
+               paper="4-6% of named terms in every arm; 27-55% of deals close with one on the ledger"),
+    Limitation("sampling", "Sampling, exactly as sent",
+               "no run can change it here: the frontier sellers' provider-side sampling (Sonnet 5 rejects the "
+               "temperature) is outside the harness; every self-served seller runs the rollout's sampling, checked "
+               "for drift at startup (negolib.sampling)", None,
+               paper="self-served sellers at 1.0 / 0.95 / 64; frontier sellers requested at 0.7, Sonnet 5 at its "
+                     "provider default"),
     Limitation("self_play", "Self-play in the reference arms",
                "each reference seller's S against its own model and against the other buyer", _self_play,
                paper="Sonnet 5 0.518 vs itself, 0.513 vs the other; Terra 0.503 and 0.504"),
