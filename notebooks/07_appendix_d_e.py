@@ -29,15 +29,25 @@
 import pandas as pd
 from IPython.display import display
 
+from negolib.analysis.arms import arm_estimates
 from negolib.analysis.guards import guard_comparators, guards_frame
 from negolib.analysis.quoted import quoted_contrasts
 from negolib.analysis.quoted_diagnostics import kl_at_read, off_schema_ledger_share, walkaways
+from negolib.analysis.read_points import turn_ranges
 from negolib.analysis.serving import serving_frame
 from negolib.analysis.training import training_summary
+from negolib.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, prose_guard, turn_totals
 from negolib.book import open_book
 from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
 from negolib.games.multi_issue.domains import load_domains
 from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
+from negolib.report.paper_checks import (
+    app_a_shares_table,
+    nodeal_counter_table,
+    prose_guard_table,
+    turn_ranges_table,
+    turn_totals_table,
+)
 from negolib.report.quoted import kl_read_table, off_schema_ledger_table, quoted_table, walkaway_table
 from negolib.report.training import training_table
 from negolib.training.runs import describe_models
@@ -70,7 +80,14 @@ sizes = {row["arm"]: row.get("params") for row in describe_models(P, init_arms)}
 logs = {(r, s): B.training_log(r, s) for r, s in runs}
 vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
 n_params = {r: sizes.get(a) for r, a in inits.items()}
-display(B.save_table(training_table(training_summary(logs, vals, n_params), paper)))
+display(B.save_table(training_table(training_summary(logs, vals, n_params), paper, P)))
+
+# %% [markdown]
+# App. I's premise that matched steps are roughly matched tokens: the range of mean episode turns over the base and
+# shared-recipe arms (the paper: 9.9 to 12.8) and over every evaluated arm of the design (7.3 to 14.4).
+
+# %%
+display(B.save_table(turn_ranges_table(turn_ranges(R.est, P), paper)))
 
 # %% [markdown]
 # The KL at the step each trained arm was read, not only first and last (App. D: the paper's step-56 KL is 0.437
@@ -104,6 +121,14 @@ display(B.save_table(guards_table(guards_frame(R.an, guard_comparators(P, traine
 
 # %%
 display(B.save_table(template_tag_table(serving_frame(R.an.df), P)))
+
+# %% [markdown]
+# ## The prose guard (App. K)
+# The paper's second guard on every arm: the seller's prose reaches the buyer. Per arm, the seller turns whose
+# prose (the text the buyer reads) is blank.
+
+# %%
+display(B.save_table(prose_guard_table(prose_guard(records), P, paper)))
 
 # %% [markdown]
 # ## Table 5: the guards side by side at each size
@@ -141,7 +166,17 @@ display(B.save_table(table6_from_style(style_table(held_records) if held_records
 # begin with the same three words).
 
 # %%
-display(B.save_table(style_diag_table(style_table(records) if records else pd.DataFrame(), P, paper)))
+style_all = style_table(records) if records else pd.DataFrame()
+display(B.save_table(style_diag_table(style_all, P, paper)))
+
+# %% [markdown]
+# The counts behind App. E's text: turns, seller bad parses and unfilled placeholders per arm (the paper: 131
+# placeholders over the 10× LR arm's 1,152 episodes; no bad parse across the 31B 3× LR arm's 8,400 turns), and
+# in each arm's no-deal episodes the share of seller turns that counter (the 10× LR arm: 95%).
+
+# %%
+display(B.save_table(turn_totals_table(turn_totals(R.an.df, style_all), P, paper)))
+display(B.save_table(nodeal_counter_table(nodeal_counters(records), P, paper)))
 
 # %% [markdown]
 # Walk-aways and episodes at the turn cap (App. E: the 31B 3× LR arm has zero of each), and the share of deals
@@ -150,6 +185,13 @@ display(B.save_table(style_diag_table(style_table(records) if records else pd.Da
 # %%
 display(B.save_table(walkaway_table(walkaways(R.an.df, 2 * P.evaluation.max_rounds), P, paper)))
 display(B.save_table(off_schema_ledger_table(off_schema_ledger_share(R.an.df), P, paper)))
+
+# %% [markdown]
+# App. A's two shares per arm: off-schema names among the terms the seller names (the paper: 4-6% in every arm) and
+# closing accepts that carried terms (0-5% base and shared LR, 5-10% 3× LR above 2.3B, 56% 10× LR).
+
+# %%
+display(B.save_table(app_a_shares_table(arm_estimates(R.an, R.arms, APP_A_METRICS), P, paper)))
 
 # %% [markdown]
 # ## Transcripts of every trained arm (the hand-read guard)

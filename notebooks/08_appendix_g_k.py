@@ -31,12 +31,15 @@ from negolib.analysis.contrasts import trained_pairs
 from negolib.analysis.cost import cost_by_arm
 from negolib.analysis.decomposition import decomposition
 from negolib.analysis.quoted import quoted_contrasts
+from negolib.analysis.read_points import read_validation
+from negolib.analysis.serving import size_topology
 from negolib.book import open_book
 from negolib.cost import cost_frame
 from negolib.diagnostics import openings_table
 from negolib.evaluation import DeviationLog, PilotLog, check_protocol_hashes, load_protocol, protocol_hash
 from negolib.report.appendix_g_k import cost_table, mc_error_table, table7, table9
 from negolib.report.booktable import simple_table
+from negolib.report.paper_checks import read_validation_table, topology_table
 from negolib.report.quoted import rerun_table
 from negolib.training.runs import describe_models
 
@@ -61,6 +64,14 @@ lm_arms = [a for a in R.arms if P.is_lm(a) and P.arms[a].backend in ("hf", "trai
 serving = {r["arm"]: r for r in describe_models(P, lm_arms) if "params" in r}
 serving.update({a: {"device": "CPU (scripted)"} for a in R.arms if not P.is_lm(a)})
 display(B.save_table(table7(R.est, serving, P, paper)))
+
+# %% [markdown]
+# Table 8's topology: how each size is served in evaluation (backend, device, tensor-parallel degree, memory
+# fraction) and trained (tensor-parallel degree and generation memory fraction of the runs starting from it),
+# beside the paper's accelerators, tensor-parallel degree and memory fraction.
+
+# %%
+display(B.save_table(topology_table(size_topology(P), paper)))
 
 # %% [markdown]
 # ## Cost per episode (App. G)
@@ -115,6 +126,17 @@ display(B.save_table(mc_error_table(R.contrasts, paper)))
 
 # %%
 display(B.save_table(rerun_table(quoted_contrasts(R.an, P, sections=("K",)), paper)))
+
+# %% [markdown]
+# ## Validation behind the read points (App. K)
+# Reads follow the step-matching rule, not validation; App. K gives the validation values behind each substituted
+# or off-peak read. Ours: each trained arm's validation S at its read step, its run's peak and last step.
+
+# %%
+runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds]
+vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
+trained_arms = [a for a in R.arms if P.arms[a].backend == "trained"]
+display(B.save_table(read_validation_table(read_validation(vals, P, trained_arms), P, paper)))
 
 # %% [markdown]
 # ## Table 9: Table 2 with every paired interval
