@@ -11,7 +11,8 @@ metric of Tables 3-5), contrasts (design contrasts, held-out contrasts and App. 
 10^5 resamples: the primary family and the held-out gains), decomposition (Tables 2 and 9 with
 openings), guards and diagnostics (App. E guards, style tables, transcript samples, cost), efficiency
 (Pareto frontiers of every deal, notebook 09), the quoted contrasts, smaller diagnostics and App. A
-limitation tables of notebooks 05-09 (:func:`quoted_stage`) and tables/figures (every report table and figure).
+limitation tables of notebooks 05-09 (:func:`quoted_stage`), what the paper reports beside its tables
+(:func:`paper_checks_stage`) and tables/figures (every report table and figure).
 
 Baseline, measured in the same run, A-B-A alternated: the reading stage against ``json.loads`` of
 the same lines (A), around each full analysis (B). Prints medians and ranges.
@@ -70,7 +71,7 @@ BUYER_STAND_INS = ("conceder", "hardheaded")
 """Scripted strategies standing in for the profile's two evaluation buyers."""
 SMOKE_ARMS = ("e2b_base", "e2b_shared_104", "e2b_lr3_56", "e4b_base", "e4b_shared_104", "sonnet5", "terra")
 STAGES = ("reading/validating", "arm estimates", "contrasts", "decomposition", "guards", "efficiency",
-          "quoted/limitations", "figures")
+          "quoted/limitations", "paper checks", "figures")
 
 
 def _pin_torch() -> None:
@@ -244,10 +245,15 @@ def run_analysis(book: Book, refine_resamples: int) -> tuple[dict[str, float], d
     out["n_quoted_tables"] = pd.DataFrame({"n": [len(quoted)]})
 
     t0 = time.perf_counter()
+    checks = paper_checks_stage(book, R, records, held, style_all)
+    t["paper checks"] = time.perf_counter() - t0
+    out["n_paper_check_tables"] = pd.DataFrame({"n": [len(checks)]})
+
+    t0 = time.perf_counter()
     tables = [primary_family_table(contrasts, paper), table1(contrasts, est, P, paper),
               table2(decomp, opens, P, paper), openings_book_table(openings, P, paper),
               frontier_table(contrasts, P, paper), table3(est, R.arms, P, paper), table4(est, R.arms, P, paper),
-              heldout_table(held, P, paper), training_table(training_summary({}, {}, {}), paper),
+              heldout_table(held, P, paper), training_table(training_summary({}, {}, {}), paper, P),
               guards_table(guards), *[table5(est, est, g, P, paper) for g in P.design.sizes],
               table6_from_style(style_held, P, paper), style_diag_table(style_all, P, paper),
               table7(est, {}, P, paper), cost_table(costs, paper), mc_error_table(contrasts, paper),
@@ -349,6 +355,40 @@ def quoted_stage(book: Book, R: Results, records: list[dict[str, Any]], contrast
                matched_flops_table(matched_flops(run_pairs(an, trained_base_pairs(P)), P), P, paper)]
     for arm, _ in trained:
         hand_read_sample(records, arm, seed=P.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300)
+    for tab in tables:
+        book.save_table(tab)
+    return tables
+
+
+def paper_checks_stage(book: Book, R: Results, records: list[dict[str, Any]], held: pd.DataFrame,
+                       style_all: pd.DataFrame) -> list[Any]:
+    """What notebooks 05-08 add for what the paper reports beside its tables (issue 28, section 5): the prose
+    guard, App. A's shares with intervals, countering turns in no-deal episodes, turn and placeholder totals, the
+    largest adjacent-read movement, App. I's turn ranges, App. K's read-point validation (no training logs here),
+    the held-out contrasts against the Monte Carlo band and Table 8's topology. Returns the report tables, saved."""
+    from negolib.analysis.read_points import adjacent_reads, held_out_mc_band, read_validation, turn_ranges
+    from negolib.analysis.serving import size_topology
+    from negolib.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, prose_guard, turn_totals
+    from negolib.report.paper_checks import (
+        adjacent_reads_table,
+        app_a_shares_table,
+        held_out_mc_table,
+        nodeal_counter_table,
+        prose_guard_table,
+        read_validation_table,
+        topology_table,
+        turn_ranges_table,
+        turn_totals_table,
+    )
+
+    P, paper = book.params, book.paper
+    tables = [prose_guard_table(prose_guard(records), P, paper),
+              app_a_shares_table(arm_estimates(R.an, R.arms, APP_A_METRICS), P, paper),
+              nodeal_counter_table(nodeal_counters(records), P, paper),
+              turn_totals_table(turn_totals(R.an.df, style_all), P, paper),
+              adjacent_reads_table(adjacent_reads(R.est, P), paper), turn_ranges_table(turn_ranges(R.est, P), paper),
+              read_validation_table(read_validation({}, P, R.arms), P, paper),
+              held_out_mc_table(held_out_mc_band(held), P, paper), topology_table(size_topology(P), paper)]
     for tab in tables:
         book.save_table(tab)
     return tables
