@@ -110,7 +110,8 @@ def play_pool(params: Any, n_seeds: int, domains: list[str] | None) -> list[list
     agents = {b: make_scripted(s) for b, s in zip(buyers, BUYER_STAND_INS)}
     agents.update({f"pool_{s}": make_scripted(s) for s in SELLER_POOL})
     scen = scenario_set(eval_seeds(n_seeds), domains)
-    cfg = EnvConfig(max_rounds=params.evaluation.max_rounds, first_mover=params.evaluation.first_mover)
+    ev = params.evaluation
+    cfg = EnvConfig(max_rounds=ev.max_rounds, first_mover=ev.first_mover, accept_needs_offer=ev.accept_needs_offer)
     return [run_episodes(make_specs("pool", f"pool_{s}", buyers, scen, cfg), agents, progress=False).records
             for s in SELLER_POOL]
 

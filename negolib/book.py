@@ -278,13 +278,14 @@ class Book:
 
     def evaluate_variant(self, arms: Sequence[str], first_mover: str = "buyer", suffix: str = ".buyer_opens",
                          progress: bool = False, *, accept_applies_terms: bool = False,
-                         buyers: Sequence[str] | None = None) -> list[str]:
+                         buyers: Sequence[str] | None = None, accept_needs_offer: bool | None = None) -> list[str]:
         """Play a beyond-paper variant of ``arms`` (default: the buyer opens) into the beyond transcript
         store, logging each variant arm as a deviation of the frozen protocol first (App. K). Returns
         the variant arm names (``<arm><suffix>``); arms that cannot play yet are skipped.
 
         ``accept_applies_terms``: terms attached to an accept are applied before the deal closes (as in
-        training, App. A); ``buyers``: the variant plays these profile buyers instead of the protocol's."""
+        training, App. A); ``buyers``: the variant plays these profile buyers instead of the protocol's;
+        ``accept_needs_offer``: the variant plays this ACCEPT rule (None: the protocol's)."""
         import dataclasses
 
         protocol_file = self.paths.protocol
@@ -292,11 +293,14 @@ class Book:
         if accept_applies_terms or buyers is not None:
             bs = {b: spec_dict(self.params.buyers[b]) for b in buyers} if buyers is not None else protocol.buyers
             protocol = dataclasses.replace(protocol, accept_applies_terms=accept_applies_terms, buyers=bs)
+        if accept_needs_offer is not None:
+            protocol = dataclasses.replace(protocol, accept_needs_offer=accept_needs_offer)
         deviations = DeviationLog.for_protocol(protocol_file)
         ready, _ = self.ready_arms(arms)
         extra = [dataclasses.replace(protocol.arm(a), name=f"{a}{suffix}", first_mover=first_mover) for a in ready]
         what = f"first_mover={first_mover}" + (", accept_applies_terms=True" if accept_applies_terms else "") + \
-            (f", buyers={list(buyers)}" if buyers is not None else "")
+            (f", buyers={list(buyers)}" if buyers is not None else "") + \
+            (f", accept_needs_offer={accept_needs_offer}" if accept_needs_offer is not None else "")
         for spec in extra:
             if not deviations.covers(spec.name):
                 deviations.log_deviation([spec.name], f"beyond-paper variant of {spec.name[:-len(suffix)]}: "

@@ -3,7 +3,7 @@
 * :class:`Protocol` holds everything fixed before any arm runs: the arms (a seller, its sampling
   and scaffold), the seed block, domains and held-out domain, the buyers, the metrics, the
   prespecified primary family, the bootstrap settings and the environment's evaluation config
-  (terms attached to an accept ignored, 12 rounds). It round-trips through a YAML file validated
+  (terms attached to an accept ignored, 12 rounds, the ACCEPT rule). It round-trips through a YAML file validated
   on load: an unknown key or a wrong type is a :class:`~negolib.errors.ValidationError` naming the
   file, the field and the allowed keys or values.
 * :func:`freeze` writes the protocol and returns its SHA-256 over a canonical serialization
@@ -140,6 +140,7 @@ class Protocol:
     accept_applies_terms: bool = False
     max_rounds: int = 12
     description: str = ""
+    accept_needs_offer: bool = True
     source: str = field(default="<Protocol>", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -157,10 +158,12 @@ class Protocol:
         raise KeyError(f"{self.source}: no arm {name!r}; arms: {self.arm_names}")
 
     def env_config(self, arm: ArmSpec | None = None) -> EnvConfig:
-        """The evaluation environment of ``arm`` (terms attached to an accept ignored by default)."""
+        """The evaluation environment of ``arm`` (terms attached to an accept ignored by default; the protocol's
+        ACCEPT rule, ``accept_needs_offer``: False is the paper's, True ours)."""
         first = arm.first_mover if arm is not None else "seller"
         return EnvConfig(max_rounds=self.max_rounds, first_mover=first,  # type: ignore[arg-type]
-                         accept_applies_terms=self.accept_applies_terms)
+                         accept_applies_terms=self.accept_applies_terms,
+                         accept_needs_offer=self.accept_needs_offer)
 
 
 def _fail(source: str, where: str, problem: str) -> None:
@@ -315,6 +318,8 @@ def protocol_to_dict(p: Protocol) -> dict[str, Any]:
         "metrics": list(p.metrics), "primary": [list(x) for x in p.primary],
         "alpha": float(p.alpha), "n_resamples": p.n_resamples, "bootstrap_seed": p.bootstrap_seed,
         "accept_applies_terms": p.accept_applies_terms, "max_rounds": p.max_rounds,
+        # written only when it departs from our rule, so protocols frozen before the field keep their hash
+        **({} if p.accept_needs_offer else {"accept_needs_offer": False}),
     }
 
 
@@ -375,7 +380,8 @@ def _str_list(data: Mapping[str, Any], key: str, source: str, where: str, defaul
 
 _ARM_KEYS = ("name", "seller", "sampling", "scaffold", "notes", "n_seeds", "domains", "first_mover")
 _TOP_KEYS = ("name", "description", "seeds", "domains", "held_out_domain", "buyers", "arms", "metrics",
-             "primary", "alpha", "n_resamples", "bootstrap_seed", "accept_applies_terms", "max_rounds")
+             "primary", "alpha", "n_resamples", "bootstrap_seed", "accept_applies_terms", "max_rounds",
+             "accept_needs_offer")
 
 
 def _arm_from_dict(raw: Any, source: str, i: int) -> ArmSpec:
@@ -425,6 +431,7 @@ def protocol_from_dict(data: Any, source: str = "<dict>") -> Protocol:
         bootstrap_seed=_get(data, "bootstrap_seed", int, source, "bootstrap_seed", 0),
         accept_applies_terms=_get(data, "accept_applies_terms", bool, source, "accept_applies_terms", False),
         max_rounds=_get(data, "max_rounds", int, source, "max_rounds", 12),
+        accept_needs_offer=_get(data, "accept_needs_offer", bool, source, "accept_needs_offer", True),
         source=source,
     )
 
@@ -507,7 +514,7 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
     return Protocol(name or params.profile, tuple(out_arms), buyers, domains, held[0] if held else None,
                     SeedBlock(EVAL_SEED_START, ev.seeds_per_domain), ARM_TABLE_METRICS, primary, st.alpha,
                     st.n_resamples, st.seed, False, ev.max_rounds, params.description,
-                    source=str(params.source))
+                    accept_needs_offer=ev.accept_needs_offer, source=str(params.source))
 
 
 HELD_OUT_EXTENSION = "held_out_extension"

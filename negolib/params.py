@@ -89,6 +89,10 @@ class EvaluationParams:
     than one evaluated domain is flagged ``held_out`` in its file. ``held_out_extension``: run App. C's
     prespecified extension (double the held-out panel on the next block of evaluation seeds) when its trigger
     fires on the main evaluation (:func:`negolib.evaluation.run_held_out_extension`); it needs a held-out domain.
+    ``accept_needs_offer``: the ACCEPT rule of the evaluation and, unless a run's ``config`` sets its own, of
+    training. False is the paper's (any ACCEPT closes the deal on the current ledger, §3); True is ours (an ACCEPT
+    closes only when the counterpart's last turn parsed as a COUNTER, else it is an invalid action counted as a bad
+    parse: :mod:`negolib.games.multi_issue.env`). ``accept_rule_why``: why the profile plays that rule.
     """
 
     buyers: list[str]
@@ -103,6 +107,8 @@ class EvaluationParams:
     arms: list[str] | None = None
     held_out_domain: str | None = None
     held_out_extension: bool = False
+    accept_needs_offer: bool = True
+    accept_rule_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,8 +177,9 @@ class DesignParams:
 class BeyondParams:
     """Beyond-the-paper analyses of notebook 09 (each optional): ``buyer_opens`` (sellers replayed with the buyer
     opening), ``fixed_openings`` (``fixed_opening`` arms), ``efficiency``, ``extra_buyers`` (buyers outside the
-    evaluation panel) played by ``extra_buyer_arms``, and ``accept_terms`` (sellers replayed with the terms attached
-    to an accept applied, as in training: App. A)."""
+    evaluation panel) played by ``extra_buyer_arms``, ``accept_terms`` (sellers replayed with the terms attached
+    to an accept applied, as in training: App. A) and ``accept_rule`` (sellers replayed under the other ACCEPT rule
+    than ``evaluation.accept_needs_offer``: ours where the profile plays the paper's, and the reverse)."""
 
     buyer_opens: list[str] = field(default_factory=list)
     fixed_openings: list[str] = field(default_factory=list)
@@ -180,6 +187,7 @@ class BeyondParams:
     extra_buyers: list[str] = field(default_factory=list)
     extra_buyer_arms: list[str] = field(default_factory=list)
     accept_terms: list[str] = field(default_factory=list)
+    accept_rule: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -474,9 +482,9 @@ def _cross_check(p: Params) -> None:
     if split and (len(split) != 2 or any(b not in ev.buyers for b in split)):
         raise ValidationError(src, "design.buyer_split", f"must be two evaluation buyers [A, B] (split = S vs A "
                               f"minus S vs B), got {split!r}; buyers: {ev.buyers}")
-    for key in ("buyer_opens", "fixed_openings", "extra_buyers", "extra_buyer_arms", "accept_terms"):
+    for key in ("buyer_opens", "fixed_openings", "extra_buyers", "extra_buyer_arms", "accept_terms", "accept_rule"):
         _unique(getattr(p.beyond, key), src, f"beyond.{key}")
-    for key in ("buyer_opens", "fixed_openings", "extra_buyer_arms", "accept_terms"):
+    for key in ("buyer_opens", "fixed_openings", "extra_buyer_arms", "accept_terms", "accept_rule"):
         for arm in getattr(p.beyond, key):
             if arm not in p.arms:
                 raise ValidationError(src, f"beyond.{key}", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
@@ -484,10 +492,11 @@ def _cross_check(p: Params) -> None:
 
 def train_config(params: Params, run: str, seed: int | None = None) -> TrainConfig:
     """The :class:`~negolib.training.config.TrainConfig` of one run: its ``config`` overrides plus the run's buyer
-    mixture, scaffold, seed and the evaluation's turn order."""
+    mixture, scaffold, seed and the evaluation's turn order and ACCEPT rule (a run's ``config`` may set its own)."""
     r = params.training.runs[run]
     merged: dict[str, Any] = {"scaffold": r.scaffold, "seed": r.seeds[0] if seed is None else seed,
-                              "first_mover": params.evaluation.first_mover, **r.config}
+                              "first_mover": params.evaluation.first_mover,
+                              "accept_needs_offer": params.evaluation.accept_needs_offer, **r.config}
     if r.buyers:
         merged["buyer_mixture"] = dict(r.buyers)
     return TrainConfig.from_params(merged, source=f"{params.source}: training.runs.{run}.config")

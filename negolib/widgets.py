@@ -191,7 +191,7 @@ class EpisodeExplorer:
     def play(self, domain: str, seed: int, seller: str, buyer: str) -> dict[str, Any]:
         """The transcript record of one freshly played evaluation episode."""
         ev = self.book.params.evaluation
-        cfg = EnvConfig(max_rounds=ev.max_rounds, first_mover=ev.first_mover)
+        cfg = EnvConfig(max_rounds=ev.max_rounds, first_mover=ev.first_mover, accept_needs_offer=ev.accept_needs_offer)
         spec = EpisodeSpec(seller, seller, buyer, make_scenario(get_domain(domain), int(seed)), cfg)
         return play_one(spec, {seller: self.agent(seller), buyer: self.agent(buyer)})
 
@@ -299,7 +299,8 @@ class BuyerSession:
         self.explorer = EpisodeExplorer(book, cache)
         self.scenario = make_scenario(get_domain(domain), int(seed))
         ev = book.params.evaluation
-        self.episode = Episode(self.scenario, EnvConfig(max_rounds=ev.max_rounds), f"human|{domain}|{seed}")
+        env = EnvConfig(max_rounds=ev.max_rounds, accept_needs_offer=ev.accept_needs_offer)
+        self.episode = Episode(self.scenario, env, f"human|{domain}|{seed}")
         self.controls: BuyerControls | None = None
         self._seller_moves()
 

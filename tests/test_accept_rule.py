@@ -1,0 +1,93 @@
+"""The ACCEPT rule is a protocol field: the paper profile plays the paper's rule in evaluation and training, the
+default profile states its rule and why, and the prompt states the rule in force (issue 28, section 4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from negolib.errors import ValidationError
+from negolib.evaluation import Protocol, protocol_from_dict, protocol_from_params, protocol_hash, protocol_to_dict
+from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.training import env_config
+from negolib.params import load_params, parse_params, train_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return load_params(ROOT / "params" / "paper.yaml")
+
+
+def test_paper_profile_evaluates_and_trains_under_the_papers_accept_rule(paper):
+    assert paper.evaluation.accept_needs_offer is False
+    protocol = protocol_from_params(paper)
+    assert protocol.accept_needs_offer is False
+    for arm in protocol.arms:
+        assert protocol.env_config(arm).accept_needs_offer is False, arm.name
+    assert paper.training.runs
+    for run in paper.training.runs:
+        assert env_config(train_config(paper, run)).accept_needs_offer is False, run
+    assert "paper" in paper.evaluation.accept_rule_why.lower()
+
+
+def test_default_profile_states_its_accept_rule_and_why():
+    raw = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())["evaluation"]
+    assert raw["accept_needs_offer"] is True  # stated in the file, not left to a default
+    assert len(raw["accept_rule_why"]) > 40
+    p = load_params(ROOT / "params" / "default.yaml")
+    assert protocol_from_params(p).env_config().accept_needs_offer is True
+    for run in p.training.runs:
+        assert env_config(train_config(p, run)).accept_needs_offer is True
+
+
+def test_a_run_may_override_the_evaluations_rule():
+    data = yaml.safe_load((ROOT / "params" / "smoke.yaml").read_text())
+    data["evaluation"]["accept_needs_offer"] = False
+    run = next(iter(data["training"]["runs"]))
+    data["training"]["runs"][run]["config"]["accept_needs_offer"] = True
+    p = parse_params(data, "smoke.yaml")
+    assert train_config(p, run).accept_needs_offer is True
+    assert protocol_from_params(p).accept_needs_offer is False
+
+
+def test_accept_rule_fields_are_typed():
+    data = yaml.safe_load((ROOT / "params" / "smoke.yaml").read_text())
+    data["evaluation"]["accept_needs_offer"] = "no"
+    with pytest.raises(ValidationError, match="evaluation.accept_needs_offer"):
+        parse_params(data, "smoke.yaml")
+
+
+def _protocol(**kw) -> Protocol:
+    return protocol_from_dict({
+        "name": "p", "domains": ["car"], "buyers": {"b": {"backend": "scripted", "strategy": "linear"}},
+        "arms": [{"name": "a", "seller": {"backend": "scripted", "strategy": "boulware"}}], **kw})
+
+
+def test_protocol_carries_the_rule_and_hashes_it():
+    ours, theirs = _protocol(), _protocol(accept_needs_offer=False)
+    assert ours.env_config().accept_needs_offer is True and theirs.env_config().accept_needs_offer is False
+    assert "accept_needs_offer" not in protocol_to_dict(ours)  # protocols frozen before the field keep their hash
+    assert protocol_to_dict(theirs)["accept_needs_offer"] is False
+    assert protocol_from_dict(protocol_to_dict(theirs)) == theirs
+    assert protocol_hash(ours) != protocol_hash(theirs)
+    with pytest.raises(ValidationError, match="accept_needs_offer"):
+        _protocol(accept_needs_offer="yes")
+
+
+def test_variant_of_the_other_rule_is_played_and_logged(tmp_path):
+    """A beyond-paper variant replays sellers under the other ACCEPT rule (a logged deviation, the beyond store)."""
+    from negolib.book import open_book
+    from negolib.evaluation import freeze
+
+    B = open_book(ROOT / "params" / "smoke.yaml", tmp_path)
+    freeze(protocol_from_params(B.params, arms=["boulware"]), B.paths.protocol)
+    v = B.evaluate_variant(["boulware"], "seller", ".accept_rule", accept_needs_offer=False)
+    assert v == ["boulware.accept_rule"]
+    recs = B.records(beyond=True)
+    assert recs and all(r["config"]["accept_needs_offer"] is False for r in recs)
+    assert dataclasses.asdict(EnvConfig())["accept_needs_offer"] is True
