@@ -11,7 +11,8 @@ import yaml
 
 from negolib.errors import ValidationError
 from negolib.evaluation import Protocol, protocol_from_dict, protocol_from_params, protocol_hash, protocol_to_dict
-from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.env import EnvConfig, Episode
+from negolib.games.multi_issue.prompts import render_messages, system_message
 from negolib.games.multi_issue.training import env_config
 from negolib.params import load_params, parse_params, train_config
 
@@ -77,6 +78,44 @@ def test_protocol_carries_the_rule_and_hashes_it():
     assert protocol_hash(ours) != protocol_hash(theirs)
     with pytest.raises(ValidationError, match="accept_needs_offer"):
         _protocol(accept_needs_offer="yes")
+
+
+# -- the prompt states the rule in force ----------------------------------------------------------
+
+def _view(car_scenario, needs_offer: bool, role: str = "seller"):
+    ep = Episode(car_scenario, EnvConfig(accept_needs_offer=needs_offer))
+    if role == "buyer":
+        ep.step('Hello.\n{"action": "COUNTER", "terms": [{"name": "price", "value": 40}]}')
+    return ep.view(role)
+
+
+@pytest.mark.parametrize("role", ["seller", "buyer"])
+@pytest.mark.parametrize("scaffold", ["training", "evaluation"])
+def test_prompt_states_the_papers_rule(car_scenario, role, scaffold):
+    text = render_messages(_view(car_scenario, False, role), scaffold)[0]["content"]
+    assert "- ACCEPT closes the deal on the current offer." in text.splitlines()
+    assert "only when" not in text and "wrong format" not in text
+
+
+@pytest.mark.parametrize("role", ["seller", "buyer"])
+@pytest.mark.parametrize("scaffold", ["training", "evaluation"])
+def test_prompt_states_our_rule(car_scenario, role, scaffold):
+    text = render_messages(_view(car_scenario, True, role), scaffold)[0]["content"]
+    counterpart = "buyer" if role == "seller" else "seller"
+    assert "- ACCEPT closes the deal on the current offer." not in text.splitlines()
+    assert (f"ACCEPT closes the deal on the current offer only when the {counterpart}'s last turn proposed terms "
+            "(a COUNTER)") in text
+    assert "counts as a turn in the wrong format" in text
+    assert system_message(_view(car_scenario, True, role)) == text
+
+
+def test_prompt_rule_matches_what_the_environment_does(car_scenario):
+    """Under each rule, an ACCEPT on turn 1 does what that rule's prompt says it does."""
+    for needs_offer in (True, False):
+        ep = Episode(car_scenario, EnvConfig(accept_needs_offer=needs_offer))
+        says_always = "only when" not in system_message(ep.view())
+        ep.step('Hi.\n{"action": "ACCEPT"}')
+        assert ep.done is says_always is (not needs_offer)
 
 
 def test_variant_of_the_other_rule_is_played_and_logged(tmp_path):

@@ -13,17 +13,20 @@ Every word a party reads comes from the Jinja2 templates in this folder; this mo
   instruction from ``view.config.converge_from_turn`` on, and a format reminder.
 
 Both give the party its private brief and its reservation value ("any deal that gives you at least
-X of your best possible value beats no deal") and never state the turn cap.
+X of your best possible value beats no deal") and never state the turn cap. The system message states the
+ACCEPT rule in force (``view.config.accept_needs_offer``): under the paper's an ACCEPT closes the deal; under
+ours it closes only on the counterpart's COUNTER, and the prompt says what an ACCEPT at any other time does.
 
 What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.crossing.clean_prose`)
 and as ledger values. Contract terms are the environment's canonical values, one ``- name: value``
 line each; off-schema names and values, which a party chose freely, are shown through
 :func:`negolib.games.multi_issue.protocol.display_text` (one short line, no tags, brackets or quotes) on a separate
 "Unrecognised terms (not part of the contract, never counted)" line, at most
-:data:`MAX_UNRECOGNISED_SHOWN` of them. Where the environment writes lines around the prose (the
-evaluation history, the training scaffold with ``training_show_ledger``) the prose is kept to one
-line (:func:`negolib.crossing.one_line`, the rule every game's quoted words follow), so it cannot pass for a
-ledger line either. The counterpart's raw text and its ``notes``
+:data:`MAX_UNRECOGNISED_SHOWN` of them. That line is ours, beyond the paper (whose ledger holds off-schema names
+beside the contract terms, never scored, App. A): it tells both parties such terms do not count. Where the
+environment writes lines around the prose (the evaluation history, the training scaffold with
+``training_show_ledger``) the prose is kept to one line (:func:`negolib.crossing.one_line`, the rule every game's
+quoted words follow), so it cannot pass for a ledger line either. The counterpart's raw text and its ``notes``
 are never shown.
 """
 
@@ -148,7 +151,7 @@ def _context(view: PartyView, scaffold: str) -> dict[str, Any]:
         "role": role, "counterpart": counterpart, "scaffold": scaffold,
         "domain_title": view.domain.title, "brief": view.domain.briefs[role],
         "issues": _issues(view), "reservation": _pct(view.prefs.reservation),
-        "turn": view.turn, "converge": view.converge,
+        "turn": view.turn, "converge": view.converge, "accept_needs_offer": view.config.accept_needs_offer,
         "opening": view.config.first_mover == role and (scaffold == "training" or view.turn == 1),
         **_ledger_context(view.domain, view.ledger),
     }
