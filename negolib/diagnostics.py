@@ -228,7 +228,7 @@ DECOMPOSITION_METRICS: dict[str, Metric] = {
 
 
 def decomposition_table(df: pd.DataFrame, base_arm: str, arms: Sequence[str], resampler: ClusterResampler,
-                        alpha: float = 0.05, refine: bool = True, include_total: bool = True,
+                        alpha: float = 0.05, refine: bool = False, include_total: bool = True,
                         domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
     """Paired deltas (arm minus ``base_arm``) on scenarios both arms closed, with intervals.
 

@@ -4,11 +4,12 @@ Contract: :func:`paired_contrast` / :func:`contrast_table` pair two arms' episod
 each seed cluster to the sums of a metric's ratio terms (:mod:`negolib.games.multi_issue.metrics`: a metric is a
 signed sum of ratios ``sum(num) / sum(den)``) and resample clusters with one shared
 :class:`~negolib.stats.ClusterResampler`; :func:`arm_estimate` is one arm's metric with its interval.
-:func:`refine_near_zero` (on by default in :func:`contrast_table`) re-runs, at 10^5 resamples with the same
-seed, every contrast whose endpoint lies within 3 Monte Carlo SEs of 0. Every contrast also carries the exact
-two-sided sign-flip test over its seed clusters (``p_signflip``, with the smallest p it could give,
-``p_signflip_min``) and a ``few_clusters`` flag (fewer than 30: its percentile interval is not to be trusted);
-bootstrap p-values are floored at ``1 / (B + 1)`` and Holm runs on the floored values. The bootstrap itself
+:func:`refine_near_zero` (ours, beyond the paper: off unless :func:`contrast_table` is asked, ``refine=True``)
+re-runs, at 10^5 resamples with the same seed, every contrast whose endpoint lies within 3 Monte Carlo SEs of 0;
+the paper re-ran only the two contrasts App. K names (:mod:`negolib.analysis.quoted` re-runs those). Every
+contrast also carries the exact two-sided sign-flip test over its seed clusters (``p_signflip``, with the smallest
+p it could give, ``p_signflip_min``) and a ``few_clusters`` flag (fewer than 30: its percentile interval is not to
+be trusted); bootstrap p-values are floored at ``1 / (B + 1)`` and Holm runs on the floored values. The bootstrap itself
 (intervals, p-values, the sign-flip test, Holm, the minimum detectable effect) is :mod:`negolib.stats`, which
 imports no game.
 """
@@ -383,7 +384,7 @@ def _primary_keys(primary: Iterable[Sequence[str]] | None) -> set[tuple[str, str
 def contrast_table(df: pd.DataFrame, pairs: Sequence[tuple[str, str]],
                    metrics: Sequence[str | Metric] = ("score",), resampler: ClusterResampler | None = None,
                    primary: Iterable[Sequence[str]] | None = None, alpha: float = 0.05, *,
-                   refine: bool = True, refine_resamples: int = 100_000, refine_k: float = 3.0,
+                   refine: bool = False, refine_resamples: int = 100_000, refine_k: float = 3.0,
                    restrict_both_closed: bool = False, buyer: str | Sequence[str] | None = None,
                    domains: Sequence[str] | None = None, seed: int = 0) -> pd.DataFrame:
     """Tidy table of every (pair, metric) contrast on one shared set of resamples.
@@ -391,8 +392,8 @@ def contrast_table(df: pd.DataFrame, pairs: Sequence[tuple[str, str]],
     ``primary`` lists the prespecified family ((arm_a, arm_b) for S, or (arm_a, arm_b, metric));
     it is Holm-corrected (``p_holm``, NaN elsewhere) and marked ``*`` when significant after
     correction; every other row is exploratory and marked ``e`` when its interval excludes 0.
-    With ``refine`` contrasts whose endpoint lies within ``refine_k`` Monte Carlo SEs of 0 are
-    re-run at ``refine_resamples`` before Holm (``refined`` column). ``resampler=None`` builds a
+    With ``refine`` (ours, beyond the paper) contrasts whose endpoint lies within ``refine_k`` Monte Carlo SEs of 0
+    are re-run at ``refine_resamples`` before Holm (``refined`` column). ``resampler=None`` builds a
     10^4-resample one over the table's seeds with ``seed``. ``p_value`` is floored at ``1 / (B + 1)`` (so is
     Holm's input); ``p_signflip``, ``p_signflip_min``, ``signflip_exact`` and ``few_clusters`` are
     :class:`Contrast`'s; the ``ci`` column prints its bounds at the precision that decides their sign.

@@ -346,7 +346,7 @@ def test_contrast_table_holm_marks_and_format(study: pd.DataFrame) -> None:
 def test_contrast_table_refines_only_near_zero(study: pd.DataFrame) -> None:
     r = ClusterResampler.from_frame(study, n_resamples=400, seed=6)
     t = contrast_table(study, [("rl", "base"), ("rl3", "base")], ["score", "mean_turns"], r,
-                       refine_resamples=4000)
+                       refine=True, refine_resamples=4000)
     coarse = contrast_table(study, [("rl", "base"), ("rl3", "base")], ["score", "mean_turns"], r,
                             refine=False)
     near = [replace_flag for replace_flag in (
