@@ -32,6 +32,8 @@
 # * **Accept-terms** applied in evaluation (the training/evaluation mismatch), a **third evaluation buyer** from
 #   another family, the **self-play split** of the reference sellers, a **learning-rate sweep** at the smallest
 #   size and a **matched-FLOPs** comparison across sizes.
+# * **The ACCEPT rule** (ours, not an App. A item): sellers replayed under the paper's rule where the profile plays
+#   ours, and under ours where it plays the paper's (paper.yaml).
 #
 # The first table lists every App. A limitation with the arm or analysis that addresses it, and which profile
 # holds it: the default (CPU) profile runs the scripted and analysis-only items; the language-model arms are in
@@ -44,6 +46,7 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.analysis.beyond import (
+    accept_rule_contrasts,
     fixed_opening_contrasts,
     scripted_baseline_contrasts,
     seeds_scaffold_arms,
@@ -66,6 +69,7 @@ from negolib.diagnostics import openings_table
 from negolib.efficiency import efficiency_frame, per_arm_efficiency
 from negolib.params import load_params
 from negolib.report.beyond import (
+    accept_rule_table,
     accept_terms_table,
     buyer_panel_table,
     efficiency_table,
@@ -182,9 +186,24 @@ accept = B.evaluate_variant(P.beyond.accept_terms, first, ".accept_terms", accep
     if P.beyond.accept_terms and not R.empty else []
 extra = B.evaluate_variant(P.beyond.extra_buyer_arms, first, ".extra_buyers", buyers=P.beyond.extra_buyers) \
     if P.beyond.extra_buyers and P.beyond.extra_buyer_arms and not R.empty else []
+rule = B.evaluate_variant(P.beyond.accept_rule, first, ".accept_rule",
+                          accept_needs_offer=not P.evaluation.accept_needs_offer) \
+    if P.beyond.accept_rule and not R.empty else []
 AN = Analysis.from_params(pd.concat([R.an.df, B.episodes(beyond=True)], ignore_index=True), P) \
-    if accept or extra or variants else R.an
+    if accept or extra or variants or rule else R.an
 display(B.save_table(accept_terms_table(turn_order_contrasts(AN, accept, ".accept_terms"), accept, paper)))
+
+# %% [markdown]
+# ## The ACCEPT rule: ours against the paper's (beyond the paper)
+# Under the paper's rule any ACCEPT closes the deal on the current ledger (§3); under ours an ACCEPT closes only when
+# the counterpart's last turn parsed as a COUNTER, and any other ACCEPT changes nothing and counts as a bad parse, so
+# Eq. 1's format penalty and the bad-parse rates of Tables 4-5 differ. The profile's rule is
+# `evaluation.accept_needs_offer` (its `accept_rule_why` says why); the listed sellers replay the scenario set under
+# the other rule (a logged variant), paired against the protocol. Scripted sellers accept only an offer: ΔS is 0.
+
+# %%
+print(f"this profile's ACCEPT rule: {P.evaluation.accept_rule_why or P.evaluation.accept_needs_offer}")
+display(B.save_table(accept_rule_table(accept_rule_contrasts(AN, rule), rule, P.evaluation.accept_needs_offer)))
 
 # %% [markdown]
 # ## A third evaluation buyer from another family

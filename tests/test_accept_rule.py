@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from negolib.agents.base import Agent, AgentReply
 from negolib.errors import ValidationError
 from negolib.evaluation import Protocol, protocol_from_dict, protocol_from_params, protocol_hash, protocol_to_dict
 from negolib.games.multi_issue.env import EnvConfig, Episode
@@ -130,3 +131,52 @@ def test_variant_of_the_other_rule_is_played_and_logged(tmp_path):
     recs = B.records(beyond=True)
     assert recs and all(r["config"]["accept_needs_offer"] is False for r in recs)
     assert dataclasses.asdict(EnvConfig())["accept_needs_offer"] is True
+
+
+# -- the beyond-paper arm: what the rule changes (notebook 09) -------------------------------------
+
+class _AcceptAtOnce(Agent):
+    """A seller that accepts the empty ledger on its first turn (the exploit our rule refuses), then counters."""
+
+    name = backend = "accept_at_once"
+
+    def act_batch(self, views):
+        return [AgentReply('Deal.\n{"action": "ACCEPT"}' if v.turn == 1 else
+                           'Fine.\n{"action": "COUNTER", "terms": [{"name": "price", "value": 45}]}') for v in views]
+
+
+def test_accept_rule_contrasts_show_what_the_rule_changes(car_scenario, tmp_path):
+    from negolib.analysis.beyond import accept_rule_contrasts
+    from negolib.analysis.resamplers import Analysis
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+    from negolib.games.multi_issue.scripted import make_scripted
+    from negolib.report.beyond import accept_rule_table
+    from negolib.transcripts import episodes_frame
+
+    agents = {"s": _AcceptAtOnce(), "b": make_scripted("linear")}
+    scen = scenario_set(eval_seeds(6), ["car", "job_offer"])
+    recs = []
+    for arm, needs_offer in (("s", True), ("s.accept_rule", False)):
+        recs += run_episodes(make_specs(arm, "s", ["b"], scen, EnvConfig(max_rounds=3, accept_needs_offer=needs_offer)),
+                             agents, progress=False).records
+    an = Analysis(episodes_frame(recs), n_resamples=200, seed=0)
+    c = accept_rule_contrasts(an, ["s.accept_rule"]).set_index("metric")
+    assert set(c.index) == {"score", "deal_rate", "seller_bad_parse_rate", "invalid_accept_rate"}
+    assert c.loc["invalid_accept_rate", "estimate"] < 0 and c.loc["seller_bad_parse_rate", "estimate"] < 0
+    assert c.loc["deal_rate", "estimate"] != 0 and c.loc["score", "estimate"] != 0
+    t = accept_rule_table(c.reset_index(), ["s.accept_rule"], protocol_needs_offer=True)
+    assert t.frame.index.tolist() == ["s"] and "the paper's (any ACCEPT closes) minus ours" in t.title
+    assert t.frame.loc["s", "Δ invalid-accept rate"].startswith("-")
+    assert t.save(tmp_path)
+    flipped = accept_rule_table(c.reset_index(), ["s.accept_rule"], protocol_needs_offer=False)
+    assert "ours (an ACCEPT closes only on a COUNTER) minus the paper's" in flipped.title
+
+
+def test_beyond_accept_rule_names_known_arms_and_notebook_09_shows_it():
+    data = yaml.safe_load((ROOT / "params" / "smoke.yaml").read_text())
+    data["beyond"]["accept_rule"] = ["nobody"]
+    with pytest.raises(ValidationError, match="beyond.accept_rule"):
+        parse_params(data, "smoke.yaml")
+    src = (ROOT / "notebooks" / "09_beyond.py").read_text()
+    assert "accept_needs_offer=not P.evaluation.accept_needs_offer" in src and "accept_rule_table(" in src

@@ -36,7 +36,7 @@ EXPECTED = {
     "08_appendix_g_k": ["Table 7", "Cost per episode", "Monte Carlo error", "re-run at 10^5 resamples", "Table 9"],
     "09_beyond": ["Scripted baseline sellers", "Deal efficiency", "Turn order", "Fixed openings", "image/png",
                   "limitations (App. A)", "run-to-run spread", "Accept-terms applied", "third evaluation buyer",
-                  "Self-play split", "Learning-rate sweep", "Matched FLOPs"],
+                  "Self-play split", "Learning-rate sweep", "Matched FLOPs", "The ACCEPT rule"],
     "10_bilateral_trade": ["rules and their source", "Scripted strategies", "Tournament cross-table",
                            "Per agent: surplus share and deal rate", "Tournament ratings",
                            "Tournament metrics by price tier", "surplus share by price tier", "SFT: ", "GRPO: ",

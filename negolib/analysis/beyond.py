@@ -1,6 +1,7 @@
 """Notebook 9's analyses (what the paper's Limitations section says is missing, App. A): scripted sellers
-against the language-model arms, the buyer opening, fixed openings, and the runs with several training
-seeds or trained on the evaluation scaffold. Every contrast is paired on the scenarios both arms played.
+against the language-model arms, the buyer opening, fixed openings, the runs with several training
+seeds or trained on the evaluation scaffold, and (ours) the sellers replayed under the other ACCEPT rule. Every
+contrast is paired on the scenarios both arms played.
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ def turn_order_contrasts(an: Analysis, variants: Sequence[str], suffix: str = ".
     """S with the buyer opening (``arm_a``: the variant ``<seller><suffix>``) minus S with the seller opening
     (``arm_b``: the seller), paired by scenario and buyer."""
     return run_pairs(an, [(v, variant_base(v, suffix)) for v in variants])
+
+
+ACCEPT_RULE_METRICS = ("score", "deal_rate", "seller_bad_parse_rate", "invalid_accept_rate")
+"""What the ACCEPT rule moves: S, the deal rate, the seller's bad-parse rate (Eq. 1's format penalty and Tables 4-5
+count it; under ours an ACCEPT with no counterpart COUNTER is one) and the seller's invalid-accept rate."""
+
+
+def accept_rule_contrasts(an: Analysis, variants: Sequence[str], suffix: str = ".accept_rule") -> pd.DataFrame:
+    """Each seller replayed under the other ACCEPT rule (``arm_a``: the variant ``<seller><suffix>``) minus the
+    seller under the protocol's rule (``arm_b``), paired by scenario and buyer, for :data:`ACCEPT_RULE_METRICS`."""
+    return run_pairs(an, [(v, variant_base(v, suffix)) for v in variants], ACCEPT_RULE_METRICS)
 
 
 def fixed_opening_pairs(params: Params, arms: Sequence[str]) -> list[tuple[str, str]]:
@@ -72,5 +84,6 @@ def seeds_scaffold_arms(params: Params, arms: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "run", "train_seed", "scaffold"])
 
 
-__all__ = ["fixed_opening_contrasts", "fixed_opening_pairs", "own_opening_pairs", "scripted_baseline_contrasts",
-           "seeds_scaffold_arms", "turn_order_contrasts", "variant_base"]
+__all__ = ["ACCEPT_RULE_METRICS", "accept_rule_contrasts", "fixed_opening_contrasts", "fixed_opening_pairs",
+           "own_opening_pairs", "scripted_baseline_contrasts", "seeds_scaffold_arms", "turn_order_contrasts",
+           "variant_base"]

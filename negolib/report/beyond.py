@@ -142,6 +142,35 @@ def accept_terms_table(contrasts: pd.DataFrame, variants: Sequence[str], paper: 
                      "scenario and buyer.")
 
 
+RULES = {False: "the paper's (any ACCEPT closes)", True: "ours (an ACCEPT closes only on a COUNTER)"}
+"""The two ACCEPT rules by ``accept_needs_offer``."""
+
+
+def accept_rule_table(contrasts: pd.DataFrame, variants: Sequence[str], protocol_needs_offer: bool,
+                      suffix: str = ".accept_rule") -> BookTable:
+    """Each seller under the other ACCEPT rule minus under the protocol's (``protocol_needs_offer``), paired by
+    scenario and buyer (:func:`negolib.analysis.beyond.accept_rule_contrasts`): S, the deal rate, the seller's
+    bad-parse and invalid-accept rates. Our rule is beyond the paper; the paper's column says which rule it played."""
+    look = marked_lookup(contrasts)
+    other, this = RULES[not protocol_needs_offer], RULES[protocol_needs_offer]
+    labels = {"score": "ΔS", "deal_rate": "Δ deal rate", "seller_bad_parse_rate": "Δ seller bad-parse rate",
+              "invalid_accept_rate": "Δ invalid-accept rate"}
+    rows = []
+    for v in variants:
+        base = variant_base(v, suffix)
+        row: dict[str, Any] = {"seller": base}
+        row.update({label: contrast_cell(look, v, base, m) for m, label in labels.items()})
+        row["episodes"] = look.get((v, base, "score"), {}).get("n_episodes", DASH)
+        rows.append(row)
+    df = frame(rows, "seller")
+    df["paper: value"] = "not run; the paper played its own rule: any ACCEPT closes the deal on the current ledger"
+    return BookTable("accept_rule", f"The ACCEPT rule: {other} minus {this}", df,
+                     f"Ours is beyond the paper. Each seller replayed under {other} (a logged variant) minus the "
+                     f"same seller under the protocol's rule, {this}; paired by scenario and buyer. Under ours an "
+                     "ACCEPT with no counterpart COUNTER to accept changes nothing and counts as a bad parse (Eq. 1's "
+                     "format penalty, Tables 4-5).", contrasts)
+
+
 def buyer_panel_table(panel: pd.DataFrame, params: Params | None = None) -> BookTable:
     """Each seller's S against every buyer it met, the extra buyer's (a third family) from the variant
     (:func:`negolib.analysis.limitations.buyer_panel`)."""
@@ -250,6 +279,7 @@ def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, 
     return fig
 
 
-__all__ = ["accept_terms_table", "buyer_panel_table", "efficiency_table", "fixed_openings_table", "limitations_table",
-           "lr_sweep_table", "matched_flops_table", "pareto_figure", "scripted_baselines_table", "seed_spread_table",
-           "seeds_scaffold_table", "self_play_split_table", "turn_order_table"]
+__all__ = ["RULES", "accept_rule_table", "accept_terms_table", "buyer_panel_table", "efficiency_table",
+           "fixed_openings_table", "limitations_table", "lr_sweep_table", "matched_flops_table", "pareto_figure",
+           "scripted_baselines_table", "seed_spread_table", "seeds_scaffold_table", "self_play_split_table",
+           "turn_order_table"]
