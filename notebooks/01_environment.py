@@ -29,8 +29,9 @@
 # of the accepting party (its `invalid_accept_rate` is reported per arm and guarded in notebook 7).
 # Under the paper's rule a seller could name its best terms, wait for a buyer reply that fails to
 # parse and accept its own ledger at S = 1, or accept the empty ledger on turn 1 at S = 0.5; a
-# trained seller could learn that exploit. Scripted agents follow the same rule;
-# `EnvConfig(accept_needs_offer=False)` restores the paper's rule for ablations.
+# trained seller could learn that exploit. Scripted agents follow the same rule. The rule is the profile's
+# `evaluation.accept_needs_offer` (its `accept_rule_why` says why; training takes it too, and the prompt states it):
+# `paper.yaml` plays the paper's rule (`false`: any ACCEPT closes), and notebook 9 shows what the rule changes.
 #
 # This notebook regenerates **Figure 1** (the loop: the ledger after each turn), shows the
 # domains, the reward of **Eq. 1**, and gives two interactive tools: an episode explorer and a

@@ -72,7 +72,8 @@ class TrainConfig:
     # -- environment ----------------------------------------------------------------------------
     max_rounds: int = 12
     first_mover: Literal["seller", "buyer"] = "seller"
-    accept_needs_offer: bool = True  # ours: ACCEPT closes only on the buyer's parsed COUNTER (False: paper)
+    accept_needs_offer: bool = True  # ours: ACCEPT closes only on the buyer's COUNTER (False: paper; a profile's
+    #                                  evaluation.accept_needs_offer unless the run's config sets it)
     accept_applies_terms: bool = field(
         default=True,
         metadata={"help": "How the terms attached to an ACCEPT count in training. True (the paper's training "

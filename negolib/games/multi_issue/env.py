@@ -10,8 +10,9 @@ parse still delivers its prose; the ledger is unchanged and the episode goes on.
 COUNTER, i.e. a party accepts only what the other party put forward. Otherwise (the first turn, or
 after a counterpart turn that failed to parse) the ACCEPT is an invalid action: the ledger is
 unchanged, the episode goes on, the turn counts as a bad parse of the accepting party (its
-``parse_error`` says why) and is flagged ``invalid_accept``. ``EnvConfig(accept_needs_offer=False)``
-restores the paper's rule (any ACCEPT closes), for ablations only.
+``parse_error`` says why) and is flagged ``invalid_accept``. ``EnvConfig(accept_needs_offer=False)`` is the
+paper's rule (any ACCEPT closes): a profile chooses with ``evaluation.accept_needs_offer`` (the paper profile plays
+the paper's), and the prompt states the rule in force.
 """
 
 from __future__ import annotations
