@@ -36,8 +36,10 @@ from negolib.book_progress import CellHeartbeat
 from negolib.cost import Price
 from negolib.evaluation import DeviationLog, check_protocol_hashes, evaluate_arms, load_protocol, protocol_hash
 from negolib.files import atomic_write_text
+from negolib.games.base import StudyTable
 from negolib.paper import load_paper_reported
 from negolib.params import NOTEBOOKS, Params, load_params, spec_dict
+from negolib.report.booktable import BookTable
 from negolib.training.runlog import RunLog
 from negolib.training.runs import build_agents, trained_ready, training_run_dir
 from negolib.transcripts import TranscriptStore, episodes_frame
@@ -191,7 +193,10 @@ class Book:
         return load_paper_reported(self.params.paper_reported_path)
 
     def save_table(self, table: Any) -> Any:
-        """Write a :class:`negolib.report.booktable.BookTable` (CSV, markdown, HTML) and return it for display."""
+        """Write a :class:`negolib.report.booktable.BookTable` (CSV, markdown, HTML) and return it for display; a
+        game study's :class:`negolib.games.base.StudyTable` becomes one first."""
+        if isinstance(table, StudyTable):
+            table = BookTable(table.name, table.title, table.frame, table.caption, data=table.data)
         self.saved.extend(table.save(self.paths.tables))
         return table
 

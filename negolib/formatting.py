@@ -11,6 +11,7 @@ for an interval that excludes zero. P-values print with :func:`fmt_p`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -79,4 +80,12 @@ def fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool, mark: s
     return s
 
 
-__all__ = ["DASH", "decisive_digits", "fmt_ci", "fmt_num", "fmt_p", "fmt_pct", "is_number"]
+def fmt_last_run(last: Mapping[str, Any]) -> str:
+    """A notebook's last run by the book runner (``Book.last_run``'s record: duration_s, status, finished)."""
+    if last.get("duration_s") is None:
+        return "this notebook's last run by the book runner on this profile: none recorded yet (see the last cell)"
+    return (f"this notebook's last run by the book runner on this profile: {last['duration_s']:.0f} s "
+            f"({last['status']}, finished {last['finished']})")
+
+
+__all__ = ["DASH", "decisive_digits", "fmt_ci", "fmt_last_run", "fmt_num", "fmt_p", "fmt_pct", "is_number"]

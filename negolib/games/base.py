@@ -97,6 +97,18 @@ class Game(ABC):
             mapping(record, "outcome", null=True)
 
 
+@dataclass(frozen=True)
+class StudyTable:
+    """A table a game's study module computes for the book (which saves and shows it as a
+    :class:`negolib.report.booktable.BookTable`): its file name, title, display frame, caption and tidy numbers."""
+
+    name: str
+    title: str
+    frame: Any  # a pandas DataFrame of display values
+    caption: str = ""
+    data: Any = None  # a pandas DataFrame of the numbers behind it (None: the frame is the data)
+
+
 class UnknownAgent(ValueError):
     """An agent name the game does not know."""
 

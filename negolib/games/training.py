@@ -8,13 +8,17 @@ the seller through :func:`negolib.training.grpo.train` against one fixed buyer a
 :func:`stage_seeds` (reserved evaluation seeds), :func:`play_stage_episodes` (every stage's seller against every
 opponent on the same scenarios) and :func:`stage_table` (a tidy frame of seed-cluster intervals and paired stage
 differences, all from one :class:`negolib.stats.ClusterResampler`).
+
+The stage contract, one for every game: :func:`run_stages` takes a :class:`StageSpec` (the base model, an optional
+:class:`SFTStage`, an optional GRPO config, the fixed opponent and a :class:`StageEvaluation`) and a game's
+:class:`GameStages` adapter (its ``study`` module's), and returns :class:`StageResults`, plain data.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ import pandas as pd
 
 from negolib.agents.base import AgentReply
 from negolib.games.seeds import SeedBlocks
+from negolib.games.sft import SFTConfig, SFTResult, run_sft
 from negolib.games.toolagents import LMOptions
 from negolib.games.toolcalls import StructuredTurn, reply_turn
 from negolib.sampling import SamplingConfig
@@ -282,6 +287,147 @@ def stage_table(episodes: pd.DataFrame, terms: Callable[[pd.DataFrame], Terms], 
     return pd.DataFrame(rows, columns=list(stage_columns(group)))
 
 
-__all__ = ["EVAL_OFFSET", "GameTrainingEpisode", "Penalties", "TrainingOutcome", "agent_name", "episode_factory",
-           "play_stage_episodes", "run_game_grpo", "scenario_items", "stage_columns", "stage_lm", "stage_seeds",
-           "stage_table"]
+# ---------------------------------------------------------------------------------------------
+# The stage contract: base -> SFT -> GRPO -> paired stage evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SFTStage:
+    """The SFT stage: the recipe, and which deals of the tournament at ``tournament`` become its examples."""
+
+    config: SFTConfig
+    tournament: Path  # the tournament's folder or matches file: its best scripted deals are the examples
+    select: str = "best_deal"  # per scenario the best deal (best_deal), or the top seller's deals (top_seller)
+    min_share: float = 0.0  # the least seller payoff of an example
+    max_examples: int | None = None  # the first this many examples (None: all)
+
+
+@dataclass(frozen=True)
+class StageEvaluation:
+    """Where the stages are measured: every stage's seller against every opponent on the same reserved scenarios
+    (``seeds_per_group`` seeds in each of the game's strata ``groups``), one sampling seed for all, and the
+    seed-cluster bootstrap of the paired differences."""
+
+    opponents: tuple[str, ...]  # the buyer agents the stages meet
+    groups: tuple[str, ...] | None  # the strata played (price tiers, markets); None: the game's evaluation default
+    seeds_per_group: int  # reserved evaluation seeds (seed clusters) per stratum
+    seed: int  # the sampling seed of every stage's seller
+    sampling: SamplingConfig | None = None  # the language models' sampling (None: the game's default)
+    max_batch: int = 16  # episodes decoded together
+    prompt_cap: int = 2048  # prompt tokens a language-model seller reads at most
+    n_resamples: int = 10_000  # bootstrap resamples of the seed clusters
+    bootstrap_seed: int = 0
+    alpha: float = 0.05  # 1 - the intervals' coverage
+
+
+class GameStages:
+    """What a game hands :func:`run_stages` (its ``study`` module subclasses it): the SFT examples of a tournament,
+    GRPO of the seller against a fixed opponent, and the paired evaluation of named stages. SFT itself is the shared
+    :func:`negolib.games.sft.run_sft`."""
+
+    name = "game"
+
+    def sft_examples(self, sft: SFTStage) -> list[Any]:
+        """The seller's conversations to fine-tune on (examples with a ``messages`` chat)."""
+        raise NotImplementedError
+
+    def fine_tune(self, start_dir: str | Path, examples: Sequence[Any], out_dir: Path, config: SFTConfig,
+                  progress: bool) -> SFTResult:
+        """SFT of the model at ``start_dir`` on ``examples`` into ``out_dir`` (:func:`negolib.games.sft.run_sft`)."""
+        return run_sft(start_dir, examples, out_dir, config, progress=progress)
+
+    def train_grpo(self, start_dir: str | Path, out_dir: Path, config: Any, opponent: str, progress: bool,
+                   resume: bool) -> TrainResult:
+        """GRPO of the seller from ``start_dir`` against ``opponent`` under the game's GRPO ``config``."""
+        raise NotImplementedError
+
+    def evaluate(self, stages: Mapping[str, str | Path], evaluation: StageEvaluation,
+                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(episodes, table): one row per played episode (with ``stage`` and ``cluster``), and the tidy
+        :func:`stage_table` of them (stages in ``stages`` order)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One run of the stage contract: everything :func:`run_stages` needs, by name."""
+
+    game: GameStages  # the game's adapter (its study module's)
+    base_model: str | Path  # the base stage: a model folder
+    training_dir: Path  # SFT writes <training_dir>/sft, GRPO <training_dir>/grpo
+    opponent: str  # GRPO's fixed opponent (a buyer agent of the game)
+    evaluation: StageEvaluation
+    sft: SFTStage | None = None  # None: no SFT stage
+    grpo: Any = None  # the game's GRPO config; None: no GRPO stage
+    references: Mapping[str, str] = field(default_factory=dict)  # label -> agent name, evaluated after the stages
+    progress: bool = False
+    resume: bool = False  # GRPO resumes its checkpoints (False: it starts afresh from the stage before it)
+
+
+@dataclass(frozen=True)
+class StageResults:
+    """What :func:`run_stages` produced, as plain data."""
+
+    stages: dict[str, str | Path]  # label -> the seller evaluated (a model folder or an agent name), in order
+    trained: str | None  # the GRPO stage's label ("SFT+GRPO" or "GRPO"); None without GRPO
+    sft_examples: list[Any]  # the SFT conversations (empty without SFT)
+    sft: SFTResult | None
+    grpo: TrainResult | None
+    episodes: pd.DataFrame  # one row per evaluated episode: the game's outcome columns, stage, cluster
+    table: pd.DataFrame  # kind, stage, baseline, <tier or market>, metric, estimate, ci_low, ci_high, p_value, ...
+
+
+def run_stages(spec: StageSpec) -> StageResults:
+    """Base -> SFT -> GRPO -> paired stage evaluation, the one contract of every game.
+
+    1. ``base``: ``spec.base_model`` as it is.
+    2. ``SFT`` (when ``spec.sft``): the game's examples of the tournament, fine-tuned from the base into
+       ``<training_dir>/sft``.
+    3. ``SFT+GRPO`` (or ``GRPO`` without SFT; when ``spec.grpo``): GRPO from the last stage against
+       ``spec.opponent`` into ``<training_dir>/grpo``.
+    4. ``spec.references`` (label -> agent name) join the stages, after them.
+    5. Every stage plays ``spec.evaluation``'s opponents on the same reserved scenarios with one sampling seed;
+       the table holds each stage's metrics and every later stage minus every earlier one, paired by scenario,
+       with seed-cluster intervals. Nothing is printed or displayed: the caller reads :class:`StageResults`."""
+    stages: dict[str, str | Path] = {"base": spec.base_model}
+    start: str | Path = spec.base_model
+    examples: list[Any] = []
+    sft = grpo = None
+    if spec.sft is not None:
+        examples = spec.game.sft_examples(spec.sft)
+        sft = spec.game.fine_tune(start, examples, spec.training_dir / "sft", spec.sft.config, spec.progress)
+        stages["SFT"] = start = sft.model_dir
+    trained = None
+    if spec.grpo is not None:
+        trained = "SFT+GRPO" if sft is not None else "GRPO"
+        grpo = spec.game.train_grpo(start, spec.training_dir / "grpo", spec.grpo, spec.opponent, spec.progress,
+                                    spec.resume)
+        if grpo.checkpoint is None:
+            raise ValueError(f"{spec.game.name}: GRPO saved no checkpoint under {spec.training_dir / 'grpo'}")
+        stages[trained] = grpo.checkpoint
+    stages.update(spec.references)
+    episodes, table = spec.game.evaluate(stages, spec.evaluation, spec.progress)
+    return StageResults(stages, trained, examples, sft, grpo, episodes, table)
+
+
+def grpo_line(results: StageResults, opponent: str, game: str, where: str = "") -> str:
+    """GRPO's steps against ``opponent`` (``where``: e.g. " on base") and its final checkpoint, or that the profile's
+    ``games.<game>`` section did not train."""
+    grpo = results.grpo
+    if grpo is None or grpo.checkpoint is None:
+        return f"GRPO: not run on this profile (games.{game}.train is false): the base model is evaluated alone"
+    return f"GRPO: {grpo.steps} steps against {opponent!r}{where}; final checkpoint {grpo.checkpoint.name}"
+
+
+def grpo_log(results: StageResults,
+             columns: Sequence[str] = ("step", "reward", "score", "deal_rate", "kl", "seconds")) -> pd.DataFrame:
+    """GRPO's per-step log: ``columns`` where logged, rounded to 3 decimals (empty without GRPO)."""
+    log = pd.DataFrame(results.grpo.log if results.grpo is not None else [])
+    return log[[c for c in columns if c in log]].round(3)
+
+
+__all__ = ["EVAL_OFFSET", "GameStages", "GameTrainingEpisode", "Penalties", "SFTStage", "StageEvaluation",
+           "StageResults", "StageSpec", "TrainingOutcome", "agent_name", "episode_factory", "grpo_line", "grpo_log",
+           "play_stage_episodes",
+           "run_game_grpo", "run_stages", "scenario_items", "stage_columns", "stage_lm", "stage_seeds", "stage_table"]
