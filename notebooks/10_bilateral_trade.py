@@ -40,43 +40,17 @@
 # %matplotlib inline
 import time
 
-import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
 from negolib.book import open_book, summarize_warnings
-from negolib.formatting import fmt_ci
+from negolib.formatting import fmt_last_run
 from negolib.games import get_game
-from negolib.games.bilateral.env import BilateralConfig
-from negolib.games.bilateral.metrics import tier_metrics
-from negolib.games.bilateral.scenarios import (
-    COST_RANGE,
-    EVAL_SEED_START,
-    TIERS,
-    TRAIN_SEED_BLOCK,
-    VALUE_RANGE,
-    eval_seeds,
-    scenario_set,
-)
-from negolib.games.bilateral.scripted import make_scripted
-from negolib.games.bilateral.tools import MAX_PRICE, TOOL_NAMES
-from negolib.games.bilateral.training import (
-    evaluate_stages,
-    run_grpo,
-    run_sft,
-    sft_dataset,
-)
-from negolib.games.toolcalls import money
+from negolib.games.bilateral import study
+from negolib.games.training import grpo_line, grpo_log, run_stages
+from negolib.report import tournament as tournament_report
 from negolib.report.booktable import BookTable
-from negolib.report.tournament import (
-    RATING_LABEL,
-    agent_summary_display,
-    cross_table_display,
-    cross_table_figure,
-    ratings_display,
-    ratings_figure,
-)
-from negolib.tournament import agent_summary, cross_table, ratings, read_matches, run_tournament
+from negolib.tournament import agent_summary, cross_table, ratings, run_tournament
 
 t_start = time.perf_counter()
 
@@ -85,17 +59,12 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, S = B.params, B.params.statistics
-G = P.game("bilateral", "notebook 10")  # checked at load: every name, recipe and seed count, naming its field
+book = open_book(params_path, output_dir or None)
+profile, stats = book.params, book.params.statistics
+bilateral = profile.game("bilateral", "notebook 10")  # checked at load: every name, recipe and seed count
 game = get_game("bilateral")
-sft_config, grpo_config = G.sft.config, G.grpo  # the game's recipes under the profile's overrides
-last = B.last_run("10_bilateral_trade")
-print(f"profile {P.profile!r}: {len(G.tournament.agents)} tournament agents, {G.tournament.seeds_per_tier} seeds "
-      f"per price tier; language model: {G.lm.base.display}")
-print(f"this notebook's last run by the book runner on this profile: {last['duration_s']:.0f} s "
-      f"({last['status']}, finished {last['finished']})" if last.get("duration_s") is not None
-      else "this notebook's last run by the book runner on this profile: none recorded yet (see the last cell)")
+print(study.profile_line(profile.profile, bilateral))
+print(fmt_last_run(book.last_run("10_bilateral_trade")))
 
 # %% [markdown]
 # ## The game's rules, and what is ours
@@ -110,43 +79,10 @@ print(f"this notebook's last run by the book runner on this profile: {last['dura
 # game's constants (`negolib.games.bilateral`), so it cannot drift from the code that plays.
 
 # %%
-cfg = BilateralConfig()
-tier_names = list(TIERS)
-ref = scenario_set(eval_seeds(1000), tiers=tier_names[:1])  # tiers only scale a seed's draws: one tier suffices
-no_zone = sum(not s.has_zone for s in ref) / len(ref)
-rules = pd.DataFrame([
-    ("price tiers", ", ".join(money(v) for v in TIERS.values()), "tiers: theirs; these scales: ours"),
-    ("seller's cost", f"log-uniform in [{COST_RANGE[0]:g}, {COST_RANGE[1]:g}] x the tier's scale, private", "ours"),
-    ("buyer's value", f"log-uniform in [{VALUE_RANGE[0]:g}, {VALUE_RANGE[1]:g}] x the tier's scale, private", "ours"),
-    ("no zone of agreement (value <= cost)", f"{no_zone:.1%} of the first {len(ref)} evaluation seeds", "ours"),
-    ("scenario seeds", f"evaluation from {EVAL_SEED_START:,} (paired across tiers); training "
-     f"{TRAIN_SEED_BLOCK.start}-{TRAIN_SEED_BLOCK.stop - 1}", "ours"),
-    ("deadline", f"{cfg.deadline_turns} turns in all ({cfg.turns_of('seller')} seller, {cfg.turns_of('buyer')} "
-     f"buyer); the {cfg.first_mover} opens; no deal at the deadline", "ours"),
-    ("a turn", f"a message plus at most one tool call among {', '.join(n + '()' for n in TOOL_NAMES)}",
-     "tool calls apart from messages: theirs; the tools: ours"),
-    ("make_offer(price)", f"a binding offer, 0 < price <= {money(MAX_PRICE)}; replaces the mover's standing offer",
-     "ours"),
-    ("accept_offer()", "closes at the counterpart's standing offer only; with none standing: an invalid accept "
-     "(a bad parse, a no-op)", "ours"),
-    ("walk_away()", "ends the episode without a deal", "ours"),
-    ("bad parse", "malformed JSON, unknown tool, missing/extra/ill-typed arguments, a bad price, two or more "
-     "calls: the turn is a no-op, counted per party", "ours"),
-    ("prose-only turn", "no call: not a bad parse; offers stand as they were", "ours"),
-    ("surplus share", "(price - cost) / (value - cost) over deals with a zone; IR violation: a deal below cost "
-     "or above value", "theirs (metrics); formula ours"),
-], columns=["rule", "value", "source"]).set_index("rule")
-display(B.save_table(BookTable("bilateral_rules", "Bilateral price bargaining: rules and their source", rules,
-                               "Every value is read from the game's constants (negolib.games.bilateral).")))
+display(book.save_table(study.rules_table()))
 
 # %%
-agents = pd.DataFrame([make_scripted(n, "seller", 0).settings() for n in game.scripted_strategies()])
-agents = agents.drop(columns=["backend", "name", "seed"]).set_index(pd.Index(game.scripted_strategies(), name="agent"))
-display(B.save_table(BookTable("bilateral_agents", "Scripted strategies (both roles) and their parameters",
-                               agents.astype(object).where(agents.notna(), "").astype(str),
-                               "markup: opening above cost (seller) or below value (buyer); e: Faratin concession "
-                               "exponent (Boulware < 1 < Conceder); margin: the fixed price's; min_concession: "
-                               "tit-for-tat's smallest step.")))
+display(book.save_table(study.agents_table()))
 
 # %% [markdown]
 # ## A round-robin tournament of the scripted strategies
@@ -158,29 +94,31 @@ display(B.save_table(BookTable("bilateral_agents", "Scripted strategies (both ro
 # a scenario, one in each role, against the other's two).
 
 # %%
-T = G.tournament
-res = run_tournament(game, T.agents, T.seeds_per_tier, B.paths.game_tournament("bilateral"), seed=T.agent_seed)
-cross = cross_table(res.frame)
-summary = agent_summary(res.frame, S.n_resamples, S.seed, S.alpha)
-rating = ratings(res.frame, S.n_resamples, S.seed, S.alpha)
-print(f"{res.n_matches} matches ({res.played} played now, {res.skipped} already complete), {len(res.frame)} "
-      f"episodes, {res.n_errors} error episodes left out")
+agents = bilateral.tournament.agents
+played = run_tournament(game, agents, bilateral.tournament.seeds_per_tier, book.paths.game_tournament("bilateral"),
+                        seed=bilateral.tournament.agent_seed)
+cross = cross_table(played.frame)
+summary = agent_summary(played.frame, stats.n_resamples, stats.seed, stats.alpha)
+rating = ratings(played.frame, stats.n_resamples, stats.seed, stats.alpha)
+print(f"{played.n_matches} matches ({played.played} played now, {played.skipped} already complete), "
+      f"{len(played.frame)} episodes, {played.n_errors} error episodes left out")
 
 # %%
-display(B.save_table(BookTable(
+display(book.save_table(BookTable(
     "bilateral_cross_table", "Tournament cross-table: seller's / buyer's mean surplus share (deal rate)",
-    cross_table_display(cross), "Rows: the seller agent; columns: the buyer agent.", data=cross.reset_index())))
-heatmap = cross_table_figure(cross, label="seller's surplus share")
-B.save_figure(heatmap, "bilateral_cross_table")
+    tournament_report.cross_table_display(cross), "Rows: the seller agent; columns: the buyer agent.",
+    data=cross.reset_index())))
+heatmap = tournament_report.cross_table_figure(cross, label="seller's surplus share")
+book.save_figure(heatmap, "bilateral_cross_table")
 display(heatmap)
-display(B.save_table(BookTable(
+display(book.save_table(BookTable(
     "bilateral_agent_summary", "Per agent: surplus share and deal rate over both roles (seed-cluster 95% CI)",
-    agent_summary_display(summary), f"{summary['n_clusters'].max()} seed clusters, {S.n_resamples} resamples.",
-    data=summary.reset_index())))
-display(B.save_table(BookTable("bilateral_ratings", "Tournament ratings", ratings_display(rating), RATING_LABEL,
-                               data=rating.reset_index())))
-forest = ratings_figure(rating)
-B.save_figure(forest, "bilateral_ratings")
+    tournament_report.agent_summary_display(summary),
+    f"{summary['n_clusters'].max()} seed clusters, {stats.n_resamples} resamples.", data=summary.reset_index())))
+display(book.save_table(BookTable("bilateral_ratings", "Tournament ratings", tournament_report.ratings_display(rating),
+                                  tournament_report.RATING_LABEL, data=rating.reset_index())))
+forest = tournament_report.ratings_figure(rating)
+book.save_figure(forest, "bilateral_ratings")
 display(forest)
 
 # %% [markdown]
@@ -190,20 +128,10 @@ display(forest)
 # episode of the tournament (`tier_metrics`); then each seller agent's surplus share per tier.
 
 # %%
-latest = {(m.seller, m.buyer, m.scenario_key): m for m in read_matches(res.path)}  # a replayed match: latest wins
-outcomes = [dict(m.record, seller_agent=m.seller) for m in latest.values()]
-tiers = tier_metrics(outcomes, overall=True)
-show = ["tier", "n", "deal_rate", "surplus_share", "ir_violations", "efficiency", "deal_rate_with_zone",
-        "no_deal_rate_without_zone", "gains_realised", "bad_parses_per_episode"]
-display(B.save_table(BookTable("bilateral_tiers", "Tournament metrics by price tier (tier_metrics)",
-                               tiers[show].set_index("tier").round(3), data=tiers)))
-by_seller = pd.concat({a: tier_metrics([r for r in outcomes if r["seller_agent"] == a]).set_index("tier")
-                       ["surplus_share"] for a in T.agents}, axis=1).T
-spread = float((by_seller.max(axis=1) - by_seller.min(axis=1)).max())
-display(B.save_table(BookTable("bilateral_tier_share", "Seller agent's surplus share by price tier",
-                               by_seller.round(3), data=by_seller.reset_index(names="seller"))))
-print(f"largest difference across tiers of one seller's surplus share: {spread:.4f} (the scripted strategies are "
-      "scale-free: they act on prices relative to their reservation, so tiers differ only by rounding to the cent)")
+by_tier, share_by_tier, spread_note = study.tier_tables(played.path, agents)
+display(book.save_table(by_tier))
+display(book.save_table(share_by_tier))
+print(spread_note)
 
 # %% [markdown]
 # ## A language model in the game: base, SFT, then GRPO
@@ -220,30 +148,14 @@ print(f"largest difference across tiers of one seller's surplus share: {spread:.
 #   differences are paired by scenario, with seed-cluster intervals.
 
 # %%
-LM = G.lm
-base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
-examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
-sft = run_sft(base_dir, examples, B.paths.game_training("bilateral", "sft"), sft_config, progress=True)
-picked = pd.DataFrame([(e.seller, e.buyer, e.surplus_share) for e in examples], columns=["seller", "buyer", "share"])
-print(f"SFT: {sft.examples} conversations ({', '.join(f'{k}: {v}' for k, v in picked['seller'].value_counts().items())}"
-      f"; mean surplus share {picked['share'].mean():.3f}), {sft.steps} steps in {sft.seconds:.0f} s; loss on the "
-      f"seller's tokens {sft.loss_before:.3f} -> {sft.loss_after:.3f}")
-
-# %%
-with summarize_warnings():  # e.g. prompts cut to the recipe's max_prompt_tokens
-    grpo = run_grpo(sft.model_dir, B.paths.game_training("bilateral", "grpo"), grpo_config, opponent=LM.opponent,
-                    progress=True, resume=False)  # SFT was just redone: GRPO starts afresh from it
-log = pd.DataFrame(grpo.log)
-print(f"GRPO: {grpo.steps} steps against {LM.opponent!r}; final checkpoint {grpo.checkpoint.name}")
-display(log[[c for c in ("step", "reward", "score", "deal_rate", "kl", "seconds") if c in log]].round(3))
-
-# %%
-stages = {"base": base_dir, "SFT": sft.model_dir, "SFT+GRPO": grpo.checkpoint}
-with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
-    table = evaluate_stages(stages, [LM.opponent], LM.eval_seeds_per_tier, LM.eval_tiers, P.seed,
-                            sampling_config(LM.base, P.seed), n_resamples=S.n_resamples, alpha=S.alpha,
-                            max_batch=LM.base.batch_size or 16, prompt_cap=LM.base.prompt_cap or 2048, progress=True)
-pooled = table[table["tier"] == "all"].set_index(["kind", "stage", "baseline", "metric"])
+spec = study.stage_spec(bilateral, stats, base_model=local_folder(bilateral.lm.base, profile),
+                        sampling=sampling_config(bilateral.lm.base, profile.seed), seed=profile.seed,
+                        training_dir=book.paths.game("bilateral") / "training", tournament=played.path)
+with summarize_warnings():  # e.g. prompts cut to the recipe's or the model's prompt cap
+    stages = run_stages(spec)  # base -> SFT -> SFT+GRPO (GRPO afresh from the SFT model), then evaluated
+print(study.sft_line(stages))
+print(grpo_line(stages, spec.opponent, "bilateral"))
+display(grpo_log(stages))
 
 # %% [markdown]
 # ## The trade-off: base, SFT and SFT+GRPO
@@ -255,51 +167,12 @@ pooled = table[table["tier"] == "all"].set_index(["kind", "stage", "baseline", "
 # surplus gains."* Ours is stated below the table as measured, whichever way it comes out.
 
 # %%
-THEIRS = {("SFT", "base"): "surplus share about doubles; deal rate falls",
-          ("SFT+GRPO", "SFT"): "deal rate recovers; surplus share erodes"}
-METRICS = ["deal_rate", "surplus_share", "ir_violations", "ir_violation_rate"]
-
-
-def cell(kind, stage, baseline, metric):
-    r = pooled.loc[(kind, stage, baseline, metric)]
-    if metric == "ir_violations":
-        return f"{r['estimate']:+.0f}" if kind == "difference" else f"{r['estimate']:.0f}"
-    return fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=kind == "difference")
-
-
-rows = [(k, s, b) for k, s, b in dict.fromkeys((k, s, b) for k, s, b, _ in pooled.index)]
-trade = pd.DataFrame([[cell(k, s, b, m) for m in METRICS] + [int(pooled.loc[(k, s, b, "deal_rate"), "n_episodes"]),
-                       THEIRS.get((s, b), "")] for k, s, b in rows],
-                     index=[s if k == "stage" else f"{s} - {b}" for k, s, b in rows],
-                     columns=[*METRICS, "episodes", "Bergemann et al. (theirs, qualitative)"])
-display(B.save_table(BookTable(
-    "bilateral_tradeoff", "Trade-off of the training stages (ours) beside the source paper's finding (theirs)", trade,
-    f"Seller vs {LM.opponent!r}, {LM.eval_seeds_per_tier} seed clusters x {len(set(table['tier'])) - 1} tier(s); "
-    f"{1 - S.alpha:.0%} seed-cluster intervals, differences paired by scenario.", data=table)))
+display(book.save_table(study.tradeoff_table(stages, spec)))
+print("\n".join(study.findings(stages)))
+display(study.surplus_by_tier(stages))
 
 # %%
-def change(stage, baseline, metric):
-    """The measured direction of ``stage - baseline``: higher / lower when the interval excludes zero."""
-    r, name = pooled.loc[("difference", stage, baseline, metric)], metric.replace("_", " ")
-    if pd.isna(r["estimate"]):
-        return f"{name} not measured (no deal with a zone in one of the two stages)"
-    word = "no clear change" if r["ci_low"] <= 0 <= r["ci_high"] else ("higher" if r["estimate"] > 0 else "lower")
-    return f"{name} {word} ({fmt_ci(r['estimate'], r['ci_low'], r['ci_high'], signed=True)})"
-
-
-def level(stage, metric):
-    return pooled.loc[("stage", stage, "", metric), "estimate"]
-
-
-base_share, sft_share = level("base", "surplus_share"), level("SFT", "surplus_share")
-ratio = f", SFT/base ratio {sft_share / base_share:.2f}" if base_share > 0 and pd.notna(sft_share) else ""
-print(f"Ours, SFT vs base: {change('SFT', 'base', 'surplus_share')}{ratio}; {change('SFT', 'base', 'deal_rate')}.")
-print(f"Ours, SFT+GRPO vs SFT: {change('SFT+GRPO', 'SFT', 'deal_rate')}; {change('SFT+GRPO', 'SFT', 'surplus_share')}.")
-tiers_share = table[(table["kind"] == "stage") & (table["metric"] == "surplus_share") & (table["tier"] != "all")]
-display(tiers_share.pivot(index="stage", columns="tier", values="estimate").reindex(list(stages)).round(3))
-
-# %%
-print(f"notebook 10 ran {time.perf_counter() - t_start:.0f} s on profile {P.profile!r} (this kernel, this run)")
+print(f"notebook 10 ran {time.perf_counter() - t_start:.0f} s on profile {profile.profile!r} (this kernel, this run)")
 
 # %% [markdown]
 # ## Exercises
