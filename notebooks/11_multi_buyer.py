@@ -42,39 +42,15 @@
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
 from negolib.book import open_book, summarize_warnings
-from negolib.formatting import fmt_ci
+from negolib.formatting import fmt_last_run
 from negolib.games import get_game
-from negolib.games.multi_buyer.buyers import STYLES
-from negolib.games.multi_buyer.metrics import outcomes_frame
-from negolib.games.multi_buyer.scenarios import (
-    BUDGET_DISTRIBUTIONS,
-    COST_RANGE,
-    EVAL_MARKETS,
-    EVAL_SEED_START,
-    HELDOUT_STYLES,
-    MARKETS,
-    TRAIN_SEED_BLOCK,
-    TRAIN_STYLES,
-    MarketConfig,
-)
-from negolib.games.multi_buyer.sellers import make_seller
-from negolib.games.multi_buyer.tools import MESSAGE_BUYER
-from negolib.games.multi_buyer.training import (
-    evaluate_stages,
-    run_grpo,
-    sft_dataset,
-    stage_table,
-)
-from negolib.games.sft import run_sft
-from negolib.games.toolcalls import money
-from negolib.report.booktable import BookTable
-from negolib.tournament import read_matches, run_tournament
+from negolib.games.multi_buyer import study
+from negolib.games.training import grpo_line, grpo_log, run_stages
+from negolib.tournament import run_tournament
 
 t_start = time.perf_counter()
 
@@ -83,18 +59,12 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, S = B.params, B.params.statistics
-G = P.game("multi_buyer", "notebook 11")  # checked at load: every name, recipe and seed count, naming its field
+book = open_book(params_path, output_dir or None)
+profile, stats = book.params, book.params.statistics
+market = profile.game("multi_buyer", "notebook 11")  # checked at load: every name, recipe and seed count
 game = get_game("multi_buyer")
-grpo_config = G.grpo  # the game's recipe under the profile's overrides, seeded by the profile
-last = B.last_run("11_multi_buyer")
-print(f"profile {P.profile!r}: {len(G.tournament.agents)} sellers, {G.tournament.seeds_per_tier} seeds per market; "
-      f"language model: {G.lm.base.display} "
-      f"({' -> '.join(['base', *(['SFT'] if G.sft else []), *(['GRPO'] if G.train else [])])})")
-print(f"this notebook's last run by the book runner on this profile: {last['duration_s']:.0f} s "
-      f"({last['status']}, finished {last['finished']})" if last.get("duration_s") is not None
-      else "this notebook's last run by the book runner on this profile: none recorded yet (see the last cell)")
+print(study.profile_line(profile.profile, market))
+print(fmt_last_run(book.last_run("11_multi_buyer")))
 
 # %% [markdown]
 # ## The market's rules, and what is ours
@@ -108,53 +78,11 @@ print(f"this notebook's last run by the book runner on this profile: {last['dura
 # game's constants (`negolib.games.multi_buyer`), so it cannot drift from the code that plays.
 
 # %%
-cfg = MarketConfig()
-arms = ", ".join(f"{m} ({'; '.join(f'{k}={v}' for k, v in vars(c).items() if getattr(cfg, k) != v)})"
-                 for m, c in MARKETS.items() if m != "base")
-rules = pd.DataFrame([
-    ("buyers", f"{cfg.n_buyers} (3-6 allowed), private budgets; buyers never see each other's threads",
-     "several buyers, private budgets: theirs; the number: ours"),
-    ("items", f"{cfg.n_items} (or one per buyer, at most one each)", "ours"),
-    ("seller's cost", f"uniform in [{COST_RANGE[0]:g}, {COST_RANGE[1]:g}] x the scale {money(cfg.scale)}, private",
-     "a private cost: theirs; the draw: ours"),
-    ("budgets", f"{cfg.budgets} in training; distributions {', '.join(BUDGET_DISTRIBUTIONS)} (x the scale)",
-     "heterogeneous budgets and other distributions as an arm: theirs; the draws: ours"),
-    ("turn budget", f"{cfg.turn_budget} seller turns shared across buyers; the market ends on a sale or when they "
-     "are spent", "a limited turn budget: theirs; the number: ours"),
-    ("a turn", f"a message to one buyer plus exactly one {MESSAGE_BUYER}(to, offer?) call; offer: a binding price",
-     "ours"),
-    ("the buyer's answer", "accept the offer made this turn (a sale at that price), counter with a price, or "
-     "decline; a buyer who bought cannot be addressed again", "ours"),
-    ("bad call", "no call, two calls, a bad buyer or price, a buyer who bought: the turn reaches nobody and "
-     "still spends a turn (a bad parse)", "ours"),
-    ("buyer styles", f"training pool {', '.join(TRAIN_STYLES)}; held out {', '.join(HELDOUT_STYLES)}",
-     "unseen styles as an arm: theirs; the styles: ours"),
-    ("markets (arms)", f"base = training; {arms}", "ours"),
-    ("scenario seeds", f"evaluation from {EVAL_SEED_START:,} (paired across markets); training "
-     f"{TRAIN_SEED_BLOCK.start}-{TRAIN_SEED_BLOCK.stop - 1}", "ours"),
-    ("normalised surplus", "sum of (price - cost) over the best achievable (the top budgets minus cost); 0 without "
-     "a sale; the seller's payoff and training reward", "a verifiable economic reward: theirs; formula: ours"),
-    ("budget overshoot", "a price above the accepting buyer's budget: impossible for a scripted buyer, counted for "
-     "any other", "ours"),
-], columns=["rule", "value", "source"]).set_index("rule")
-display(B.save_table(BookTable("multi_buyer_rules", "Multi-buyer market: rules and their source", rules,
-                               "Every value is read from the game's constants (negolib.games.multi_buyer).")))
+display(book.save_table(study.rules_table()))
 
 # %%
-styles = pd.DataFrame([{"style": s.name, "pool": "training" if s.name in TRAIN_STYLES else "held out",
-                        "first bid (x budget)": s.open, "step": s.step, "cap": s.cap, "tolerance": s.tolerance,
-                        "counters": s.counters, "splits the difference": s.split} for s in STYLES.values()])
-display(B.save_table(BookTable("multi_buyer_styles", "Scripted buyer styles (fractions of the buyer's budget)",
-                               styles.set_index("style"),
-                               "A buyer accepts an offer at most its next bid x (1 + tolerance) and never above "
-                               "its budget; its bids never exceed cap x budget.")))
-sellers = pd.DataFrame([make_seller(n, 0).settings() for n in game.scripted_strategies()])
-sellers = sellers.drop(columns=["backend", "name", "seed", "surface"]).set_index(
-    pd.Index(game.scripted_strategies(), name="seller"))
-display(B.save_table(BookTable("multi_buyer_sellers", "Scripted sellers and their parameters",
-                               sellers.astype(object).where(sellers.notna(), "").astype(str),
-                               "margin: the lowest price over cost; premium: probe-all's opening ask over the best "
-                               "bid; markup: the fixed price's.")))
+display(book.save_table(study.styles_table()))
+display(book.save_table(study.sellers_table()))
 
 # %% [markdown]
 # ## Scripted sellers against the buyer pool
@@ -167,45 +95,17 @@ display(B.save_table(BookTable("multi_buyer_sellers", "Scripted sellers and thei
 # percentile interval over seed clusters.
 
 # %%
-T = G.tournament
-res = run_tournament(game, T.agents, T.seeds_per_tier, B.paths.game_tournament("multi_buyer"), seed=T.agent_seed)
-latest = {(m.seller, m.buyer, m.scenario_key): m for m in read_matches(res.path)}  # a replayed match: latest wins
-own = [m for (s, b, _), m in latest.items() if s == b]
-episodes = pd.concat([outcomes_frame([m.record for m in own if m.seller == a]).assign(stage=a) for a in T.agents],
-                     ignore_index=True)
-episodes["cluster"] = episodes["seed"].astype(str)
-scripted = stage_table(episodes, list(T.agents), S.n_resamples, S.seed, S.alpha)
-print(f"{res.n_matches} matches ({res.played} played now, {res.skipped} already complete); {len(episodes)} episodes "
-      f"read (one per seller, market and seed), {int((~episodes['valid'].astype(bool)).sum())} error episodes left out")
+sellers, seeds = market.tournament.agents, market.tournament.seeds_per_tier
+played = run_tournament(game, sellers, seeds, book.paths.game_tournament("multi_buyer"),
+                        seed=market.tournament.agent_seed)
+episodes, scripted = study.scripted_stages(played.path, sellers, stats)
+print(f"{played.n_matches} matches ({played.played} played now, {played.skipped} already complete); {len(episodes)} "
+      f"episodes read (one per seller, market and seed), {int((~episodes['valid'].astype(bool)).sum())} error "
+      "episodes left out")
 
 # %%
-SHOW = {"normalised_surplus": "normalised surplus", "top_buyer_share": "deals with the top buyer",
-        "exploration": "buyers explored", "overshoots": "overshoots", "deal_rate": "deal rate",
-        "turns_used": "turns used"}
-
-
-def ci_cell(r):
-    if r["metric"] == "overshoots":
-        return f"{r['estimate']:.0f}" if r["kind"] == "stage" else f"{r['estimate']:+.0f}"
-    return fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=r["kind"] == "difference")
-
-
-def wide(table, market, kind="stage", index="seller"):
-    rows = table[(table["kind"] == kind) & (table["market"] == market) & table["metric"].isin(list(SHOW))].copy()
-    rows["label"] = rows["stage"] if kind == "stage" else rows["stage"] + " - " + rows["baseline"]
-    rows["cell"] = rows.apply(ci_cell, axis=1)
-    out = rows.pivot(index="label", columns="metric", values="cell")
-    out = out.reindex(index=list(dict.fromkeys(rows["label"])), columns=list(SHOW)).rename(columns=SHOW)
-    n = rows.groupby("label")["n_episodes"].max()
-    return out.assign(episodes=n.reindex(out.index).astype(int)).rename_axis(index=index, columns=None)
-
-
-display(B.save_table(BookTable(
-    "multi_buyer_scripted", "Scripted sellers vs the buyer pool, training market (seed-cluster 95% CI)",
-    wide(scripted, "base"), f"{T.seeds_per_tier} seed clusters, {S.n_resamples} resamples; normalised surplus over "
-    "markets with a positive best surplus, top-buyer share over deals, overshoots a count.", data=scripted)))
-best_seller = (scripted[(scripted["kind"] == "stage") & (scripted["market"] == "base")
-                        & (scripted["metric"] == "normalised_surplus")].set_index("stage")["estimate"].idxmax())
+display(book.save_table(study.scripted_table(scripted, seeds, stats.n_resamples)))
+best_seller = study.best_seller(scripted)
 print(f"highest normalised surplus on the training market among the scripted sellers: {best_seller}")
 
 # %% [markdown]
@@ -215,30 +115,10 @@ print(f"highest normalised surplus on the training market among the scripted sel
 # case where exploration pays), six buyers, and one item per buyer.
 
 # %%
-arms_rows = scripted[(scripted["kind"] == "stage") & (scripted["metric"] == "normalised_surplus")]
-arm_cells = arms_rows.assign(cell=arms_rows.apply(ci_cell, axis=1)).pivot(index="stage", columns="market",
-                                                                           values="cell")
-markets_seen = [m for m in [*EVAL_MARKETS, "all"] if m in arm_cells.columns]
-display(B.save_table(BookTable(
-    "multi_buyer_arms", "Normalised surplus by market arm (scripted sellers, seed-cluster 95% CI)",
-    arm_cells.reindex(index=list(T.agents), columns=markets_seen), "Rows: the seller; columns: the market arm.",
-    data=arms_rows)))
-explore = scripted[(scripted["kind"] == "stage") & (scripted["metric"].isin(["exploration", "top_buyer_share"]))]
-display(explore.pivot_table(index=["metric", "stage"], columns="market", values="estimate")
-        .reindex(columns=markets_seen).round(3))
-
-fig, ax = plt.subplots(figsize=(9, 3.6))
-width = 0.8 / len(T.agents)
-x = np.arange(len(markets_seen))
-for i, seller in enumerate(T.agents):
-    r = arms_rows[arms_rows["stage"] == seller].set_index("market").reindex(markets_seen)
-    ax.bar(x + i * width, r["estimate"], width, label=seller,
-           yerr=[r["estimate"] - r["ci_low"], r["ci_high"] - r["estimate"]], capsize=2)
-ax.set_xticks(x + width * (len(T.agents) - 1) / 2, markets_seen)
-ax.set_ylabel("normalised surplus")
-ax.set_title("Scripted sellers by market arm (95% seed-cluster CI)")
-ax.legend(fontsize=8, ncol=len(T.agents))
-B.save_figure(fig, "multi_buyer_arms")
+display(book.save_table(study.arms_table(scripted, sellers)))
+display(study.exploration(scripted))
+arms_figure = study.arms_figure(scripted, sellers)
+book.save_figure(arms_figure, "multi_buyer_arms")
 plt.show()
 
 # %% [markdown]
@@ -265,37 +145,15 @@ plt.show()
 #   built for the full budget, may spend every turn probing and sell nothing: it is measured as it is.
 
 # %%
-LM = G.lm
-base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
-stages, start_dir = {"base": base_dir}, base_dir
-if G.sft is not None:
-    sft_config = G.sft.config
-    examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples,
-                           max_seller_turns=grpo_config.turn_budget)  # sales a seller with this budget can make
-    with summarize_warnings():  # e.g. conversations cut to max_length
-        sft = run_sft(base_dir, examples, B.paths.game_training("multi_buyer", "sft"), sft_config, progress=True)
-    print(f"SFT: {sft.examples} conversations (the best scripted sale of each scenario: "
-          f"{', '.join(sorted({e.seller for e in examples}))}; mean normalised surplus "
-          f"{np.mean([e.payoff for e in examples]):.3f}), {sft.steps} optimizer steps, {sft.seconds:.0f} s; "
-          f"seller-turn loss {sft.loss_before:.3f} -> {sft.loss_after:.3f}")
-    stages["SFT"] = start_dir = sft.model_dir
-trained = "SFT+GRPO" if G.sft is not None else "GRPO"
-if G.train:
-    with summarize_warnings():  # e.g. prompts cut to the recipe's max_prompt_tokens
-        grpo = run_grpo(start_dir, B.paths.game_training("multi_buyer", "grpo"), grpo_config, opponent=LM.opponent,
-                        progress=True, resume=False)
-    log = pd.DataFrame(grpo.log)
-    print(f"GRPO: {grpo.steps} steps against {LM.opponent!r}; final checkpoint {grpo.checkpoint.name}")
-    display(log[[c for c in ("step", "reward", "score", "deal_rate", "kl", "seconds") if c in log]].round(3))
-    stages[trained] = grpo.checkpoint
-else:
-    print("GRPO: not run on this profile (games.multi_buyer.train is false); the base model is evaluated alone")
-stages[f"{best_seller} (scripted)"] = best_seller
-with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
-    lm_table = evaluate_stages(stages, LM.eval_tiers or list(EVAL_MARKETS), LM.eval_seeds_per_tier, P.seed,
-                               sampling_config(LM.base, P.seed), grpo_config.turn_budget, LM.opponent,
-                               S.n_resamples, S.alpha, LM.base.batch_size or 16, LM.base.prompt_cap or 2048,
-                               progress=True)
+spec = study.stage_spec(market, stats, base_model=local_folder(market.lm.base, profile),
+                        sampling=sampling_config(market.lm.base, profile.seed), seed=profile.seed,
+                        training_dir=book.paths.game("multi_buyer") / "training", tournament=played.path,
+                        reference=best_seller)
+with summarize_warnings():  # e.g. conversations cut to max_length, prompts cut to a prompt cap
+    stages = run_stages(spec)  # base -> SFT -> GRPO as the profile has them, the scripted reference, evaluated
+print(study.sft_line(stages))
+print(grpo_line(stages, spec.opponent, "multi_buyer"))
+display(grpo_log(stages))
 
 # %% [markdown]
 # ## The trained stages beside the source paper's findings
@@ -308,41 +166,12 @@ with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
 # evaluation's markets, is stated below the table as measured, whichever way it comes out.
 
 # %%
-THEIRS = {"base": "fails to explore the buyer pool; fixates on the current highest bid",
-          f"{trained} - base": "substantially higher surplus; deals with high-value buyers more consistently; "
-                               "probes more (their RLVR seller; no SFT stage in theirs)"}
-shown = pd.concat([wide(lm_table, "all", index="stage"), wide(lm_table, "all", "difference", index="stage")])
-shown["Liu et al. (theirs, qualitative; no numbers)"] = [THEIRS.get(i, "") for i in shown.index]
-seeds_note = f"{LM.eval_seeds_per_tier} seed clusters x {len(set(lm_table['market'])) - 1} market(s)"
-budget_note = f"{grpo_config.turn_budget} seller turns per market" if grpo_config.turn_budget else "full turn budgets"
-display(B.save_table(BookTable(
-    "multi_buyer_lm", "The language-model seller before and after training (ours) beside Liu et al.'s (theirs)",
-    shown, f"Seller vs {LM.opponent!r}, {seeds_note}, {budget_note}; {1 - S.alpha:.0%} seed-cluster intervals, "
-    "differences paired by scenario.", data=lm_table)))
-pooled = lm_table[lm_table["market"] == "all"].set_index(["kind", "stage", "baseline", "metric"])
-
-
-def change(stage, baseline, metric):
-    """The measured direction of ``stage - baseline``: higher / lower when the interval excludes zero."""
-    r, name = pooled.loc[("difference", stage, baseline, metric)], SHOW.get(metric, metric)
-    if pd.isna(r["estimate"]):
-        return f"{name} not measured (no deal in one of the two stages)"
-    word = "no clear change" if r["ci_low"] <= 0 <= r["ci_high"] else ("higher" if r["estimate"] > 0 else "lower")
-    return f"{name} {word} ({fmt_ci(r['estimate'], r['ci_low'], r['ci_high'], signed=True)})"
-
-
-level = pooled.loc[("stage", "base", "", "exploration"), "estimate"]
-print(f"Ours, base model: {level:.2f} buyers explored per market on average; "
-      f"{pooled.loc[('stage', 'base', '', 'bad_parses'), 'estimate']:.2f} wasted (bad-parse) turns per market.")
-for stage, baseline in (("SFT", "base"), (trained, "base"), (trained, "SFT")):
-    if stage in stages and baseline in stages:
-        print(f"Ours, {stage} vs {baseline}: {change(stage, baseline, 'normalised_surplus')}; "
-              f"{change(stage, baseline, 'top_buyer_share')}; {change(stage, baseline, 'exploration')}.")
-by_market = lm_table[(lm_table["kind"] == "stage") & (lm_table["metric"] == "normalised_surplus")]
-display(by_market.pivot(index="stage", columns="market", values="estimate").reindex(list(stages)).round(3))
+display(book.save_table(study.lm_table(stages, spec)))
+print("\n".join(study.findings(stages)))
+display(study.surplus_by_market(stages))
 
 # %%
-print(f"notebook 11 ran {time.perf_counter() - t_start:.0f} s on profile {P.profile!r} (this kernel, this run)")
+print(f"notebook 11 ran {time.perf_counter() - t_start:.0f} s on profile {profile.profile!r} (this kernel, this run)")
 
 # %% [markdown]
 # ## Exercises
