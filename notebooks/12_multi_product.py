@@ -45,38 +45,15 @@
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
 from negolib.book import open_book, summarize_warnings
-from negolib.formatting import fmt_ci
+from negolib.formatting import fmt_last_run
 from negolib.games import get_game
-from negolib.games.multi_product.buyers import RULES
-from negolib.games.multi_product.env import VIOLATIONS
-from negolib.games.multi_product.metrics import market_metrics
-from negolib.games.multi_product.protocol import MAX_MESSAGE_CHARS, MAX_PRICE, PARTS
-from negolib.games.multi_product.scenarios import (
-    COST_SHARE,
-    EVAL_SEED_START,
-    LIST_RANGE,
-    MARKETS,
-    TRAIN_MARKETS,
-    VALUE_SIGMA,
-)
-from negolib.games.multi_product.training import (
-    RewardConfig,
-    episodes_frame,
-    format_stage_table,
-    play_stages,
-    run_grpo,
-    sft_dataset,
-    stage_table,
-)
-from negolib.games.sft import run_sft
-from negolib.report.booktable import BookTable
-from negolib.tournament import read_matches, run_tournament
+from negolib.games.multi_product import study
+from negolib.games.training import grpo_line, grpo_log, run_stages
+from negolib.tournament import run_tournament
 
 t_start = time.perf_counter()
 
@@ -85,18 +62,12 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, S = B.params, B.params.statistics
-G = P.game("multi_product", "notebook 12")  # checked at load: every name, recipe and seed count, naming its field
+book = open_book(params_path, output_dir or None)
+profile, stats = book.params, book.params.statistics
+market = profile.game("multi_product", "notebook 12")  # checked at load: every name, recipe and seed count
 game = get_game("multi_product")
-T, LM = G.tournament, G.lm
-grpo_config = G.grpo  # the game's recipe under the profile's overrides
-last = B.last_run("12_multi_product")
-print(f"profile {P.profile!r}: sellers {', '.join(T.agents)}; {T.seeds_per_tier} seeds per market; language model: "
-      f"{LM.base.display} ({' -> '.join(['base', *(['SFT'] if G.sft else []), *(['GRPO'] if G.train else [])])})")
-print(f"this notebook's last run by the book runner on this profile: {last['duration_s']:.0f} s "
-      f"({last['status']}, finished {last['finished']})" if last.get("duration_s") is not None
-      else "this notebook's last run by the book runner on this profile: none recorded yet (see the last cell)")
+print(study.profile_line(profile.profile, market))
+print(fmt_last_run(book.last_run("12_multi_product")))
 
 # %% [markdown]
 # ## The game's rules, and what is ours
@@ -113,45 +84,8 @@ print(f"this notebook's last run by the book runner on this profile: {last['dura
 # is written from the game's constants, so it cannot drift from the code that plays.
 
 # %%
-base = MARKETS[TRAIN_MARKETS[0]]
-rules = pd.DataFrame([
-    ("products and buyers", f"K = {base.n_products} products, M = {base.n_buyers} unit-demand buyers in the training "
-     "market (other sizes in the arms)", "theirs (shape); the sizes: ours"),
-    ("turn budget", f"{base.turn_budget} seller messages in the training market; each message is one turn, "
-     "valid or not; a buyer answers the message addressed to it at once", "a limit: theirs; the rule: ours"),
-    ("list prices and costs", f"list price uniform in [{LIST_RANGE[0]:g}, {LIST_RANGE[1]:g}] x the market's scale "
-     f"(public); cost a uniform [{COST_SHARE[0]:g}, {COST_SHARE[1]:g}] share of it (private)", "ours"),
-    ("valuations", f"log-normal around the list price (sigma {VALUE_SIGMA:g}), correlation rho between one buyer's "
-     "products (0: independent)", "heterogeneous and private: theirs; the draw: ours"),
-    ("the four parts", " / ".join(PARTS) + ", one per line in this order (blank lines and one code fence "
-     "tolerated)", "a four-part protocol: theirs; these parts: ours"),
-    ("TO", "buyer_1 .. buyer_M; anything else (an unknown buyer, several, 'all') is a bad parse of TO", "ours"),
-    ("PRODUCT", "product_1 .. product_K; anything else is a bad parse of PRODUCT", "ours"),
-    ("PRICE", f"a positive number of dollars, at most two decimals, at most {MAX_PRICE:,.0f}; no commas, units or "
-     "ranges", "ours"),
-    ("MESSAGE", f"non-empty, at most {MAX_MESSAGE_CHARS} characters, no line starting with a part label", "ours"),
-    ("refused offers", ", ".join(VIOLATIONS) + ": counted by kind, no effect", "constraint adherence: theirs; "
-     "the kinds: ours"),
-    ("buyers", "; ".join(f"{n}: accepts iff value - price >= {r.min_share:g} x value and no standing offer gives "
-                         "it more" for n, r in RULES.items()) + " (pool: the training buyers; picky: held out)",
-     "ours"),
-    ("seller's reward", f"its surplus over the optimal welfare, in [0, 1], minus {RewardConfig().refusal_penalty:g} x "
-     "the refused share of its messages", "surplus as RLVR reward: theirs; normaliser and penalty: ours"),
-    ("allocation quality", "realised welfare / the welfare of the optimal assignment (linear_sum_assignment, at most "
-     "turn-budget sales)", "theirs (metric); the oracle: ours"),
-    ("scenario seeds", f"pure functions of (market, seed); evaluation from {EVAL_SEED_START:,}, the same seeds in "
-     "every market", "ours"),
-], columns=["rule", "value", "source"]).set_index("rule")
-display(B.save_table(BookTable("multi_product_rules", "Multi-product market: rules and their source", rules,
-                               "Every value is read from the game's constants (negolib.games.multi_product).")))
-
-ROLE = {"base": "training market", "small": "unseen size (smaller)", "large": "unseen size (larger)",
-        "correlated": "correlated valuations", "cheap": "prices 10x below training",
-        "premium": "prices 10x above training"}
-markets = pd.DataFrame([{"market": n, "K": c.n_products, "M": c.n_buyers, "turn budget": c.turn_budget, "rho": c.rho,
-                         "scale": c.scale, "arm": ROLE.get(n, "")} for n, c in MARKETS.items()]).set_index("market")
-display(B.save_table(BookTable("multi_product_markets", "Markets: the training market and the generalisation arms",
-                               markets, "Sizes, valuation correlation and price scale of each market (ours).")))
+display(book.save_table(study.rules_table()))
+display(book.save_table(study.markets_table()))
 
 # %% [markdown]
 # ## The scripted sellers against the buyer pool
@@ -166,32 +100,19 @@ display(B.save_table(BookTable("multi_product_markets", "Markets: the training m
 # every difference is paired by scenario.
 
 # %%
-for seller in T.agents:  # one match each (seller vs the pool), all in one resumable matches file
-    res = run_tournament(game, [seller], T.seeds_per_tier, B.paths.game_tournament("multi_product"),
-                         seed=T.agent_seed, progress=False)
-latest = {(m.seller, m.buyer, m.scenario_key): m for m in read_matches(res.path)}  # a replayed match: latest wins
-records = {s: [m.record for (a, b, _), m in latest.items() if a == b == s] for s in T.agents}
-scripted = pd.concat([episodes_frame(records[s], s, "pool") for s in T.agents], ignore_index=True)
-table = stage_table(scripted, list(T.agents), S.n_resamples, S.seed, S.alpha)
-print(f"{len(scripted)} episodes ({', '.join(f'{s}: {len(records[s])}' for s in T.agents)}), "
-      f"{int((~scripted['valid'].astype(bool)).sum())} error episodes left out; "
-      f"{scripted['cluster'].nunique()} seed clusters")
+sellers = market.tournament.agents
+for seller in sellers:  # one match each (seller vs the pool), all in one resumable matches file
+    played = run_tournament(game, [seller], market.tournament.seeds_per_tier,
+                            book.paths.game_tournament("multi_product"), seed=market.tournament.agent_seed,
+                            progress=False)
+episodes, scripted = study.scripted_stages(played.path, sellers, stats)
+per_seller = ", ".join(f"{s}: {n}" for s, n in episodes.groupby("stage", sort=False).size().items())
+print(f"{len(episodes)} episodes ({per_seller}), {int((~episodes['valid'].astype(bool)).sum())} error episodes left "
+      f"out; {episodes['cluster'].nunique()} seed clusters")
 
 # %%
-LABEL = {"oracle": "oracle (upper bound: reads valuations)", "oracle_surplus": "oracle_surplus (upper bound)"}
-shown = format_stage_table(table).rename(index=lambda s: LABEL.get(s, s))
-display(B.save_table(BookTable(
-    "multi_product_sellers", "Scripted sellers vs the buyer pool, every market pooled (seed-cluster 95% CI)", shown,
-    "normalised_surplus: seller surplus / optimal welfare; revenue_ratio: revenue / best feasible revenue; "
-    "allocation_quality: realised welfare / optimal assignment; constraint_adherence: valid messages / messages; "
-    "'a - b' rows: paired differences.", data=table)))
-cons = pd.concat({s: market_metrics(scripted[scripted["stage"] == s], overall=True).set_index("market").loc["all"]
-                  for s in T.agents}, axis=1).T
-cols = ["n", "constraint_adherence", "bad_parses", "offers_sold_product", "offers_to_buyer_who_bought",
-        "offers_below_cost", "sold_twice", "sales_below_cost", "overshoots"]
-display(B.save_table(BookTable("multi_product_constraints", "Constraint adherence of the scripted sellers (counts)",
-                               cons[cols].round(3), "sold_twice and sales_below_cost re-check the realised sales.",
-                               data=cons[cols].reset_index(names="seller"))))
+display(book.save_table(study.sellers_table(scripted)))
+display(book.save_table(study.constraints_table(episodes, sellers)))
 
 # %% [markdown]
 # ## The generalisation arms
@@ -200,39 +121,11 @@ display(B.save_table(BookTable("multi_product_constraints", "Constraint adherenc
 # so for them the arms show how hard each market is; for a trained model they show generalisation.
 
 # %%
-arm = table[(table["kind"] == "stage") & (table["market"] != "all")]
-arm_show = arm.pivot_table(index="market", columns=["metric", "stage"], values="estimate", sort=False)
-arm_cells = pd.DataFrame({(m, s): [fmt_ci(*arm[(arm["market"] == mk) & (arm["stage"] == s) & (arm["metric"] == m)]
-                                          [["estimate", "ci_low", "ci_high"]].iloc[0], signed=False)
-                                   for mk in arm_show.index]
-                          for m in ("normalised_surplus", "allocation_quality") for s in T.agents},
-                         index=arm_show.index)
-display(B.save_table(BookTable("multi_product_arms", "Scripted sellers by market arm (seed-cluster 95% CI)", arm_cells,
-                               "Columns: (metric, seller).", data=arm)))
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
-order = list(arm_show.index)
-for ax, metric in zip(axes, ("normalised_surplus", "allocation_quality")):
-    width = 0.8 / len(T.agents)
-    for j, s in enumerate(T.agents):
-        r = arm[(arm["stage"] == s) & (arm["metric"] == metric)].set_index("market").reindex(order)
-        x = np.arange(len(order)) + (j - (len(T.agents) - 1) / 2) * width
-        err = np.vstack([r["estimate"] - r["ci_low"], r["ci_high"] - r["estimate"]]).clip(0)
-        ax.bar(x, r["estimate"], width, yerr=err, capsize=2, label=LABEL.get(s, s))
-    ax.set_xticks(np.arange(len(order)), order, rotation=30)
-    ax.set_title(metric.replace("_", " "))
-    ax.set_ylim(0, 1.05)
-axes[0].legend(fontsize=8, loc="lower left")
-fig.tight_layout()
-B.save_figure(fig, "multi_product_arms")
+display(book.save_table(study.arms_table(scripted, sellers)))
+arms_figure = study.arms_figure(scripted, sellers)
+book.save_figure(arms_figure, "multi_product_arms")
 plt.show()
-surplus = arm[arm["metric"] == "normalised_surplus"].pivot(index="stage", columns="market", values="estimate")
-priced = [m for m in ("cheap", "premium") if m in surplus and "base" in surplus]
-if priced:
-    gap = surplus[priced].sub(surplus["base"], axis=0).abs().max(axis=1)
-    print("largest difference of a seller's normalised surplus between a price arm and the training market: "
-          + ", ".join(f"{s} {gap[s]:.4f}" for s in T.agents) + " (the price arms draw the same scenarios at another "
-          "scale: a seller acting on prices relative to list prices and costs scores the same up to rounding to the "
-          "cent; the random seller seeds its draws with the market's name, so its episodes differ)")
+print(study.price_arm_note(scripted, sellers))
 
 # %% [markdown]
 # ## The language-model seller before and after training
@@ -254,47 +147,18 @@ if priced:
 #   same sampling seed; the difference is paired by scenario, with seed-cluster intervals.
 
 # %%
-base_dir = local_folder(LM.base, P)  # a packaged model converted once, or the tiny model written under outputs
-stages, start_dir = {"base": base_dir}, base_dir
-if G.sft is not None:
-    sft_config = G.sft.config
-    examples = sft_dataset(res.path, select=G.sft.select, min_share=G.sft.min_share, max_examples=G.sft.max_examples)
-    with summarize_warnings():  # e.g. conversations cut to max_length
-        sft = run_sft(base_dir, examples, B.paths.game_training("multi_product", "sft"), sft_config, progress=True)
-    print(f"SFT: {sft.examples} conversations (the best clean sale of each scenario: "
-          f"{', '.join(sorted({e.seller for e in examples}))}; mean normalised surplus "
-          f"{np.mean([e.payoff for e in examples]):.3f}), {sft.steps} optimizer steps, {sft.seconds:.0f} s; "
-          f"seller-message loss {sft.loss_before:.3f} -> {sft.loss_after:.3f}")
-    stages["SFT"] = start_dir = sft.model_dir
-TRAINED = "SFT+GRPO" if G.sft is not None else "GRPO"
-if G.train:
-    with summarize_warnings():  # e.g. prompts cut to the recipe's max_prompt_tokens
-        grpo = run_grpo(start_dir, B.paths.game_training("multi_product", "grpo"), grpo_config, opponent=LM.opponent,
-                        progress=True, resume=False)
-    stages[TRAINED] = grpo.checkpoint
-    log = pd.DataFrame(grpo.log)
-    print(f"GRPO: {grpo.steps} steps against {LM.opponent!r} on {', '.join(grpo_config.markets)}; final checkpoint "
-          f"{grpo.checkpoint.name}")
-    display(log[[c for c in ("step", "reward", "score", "deal_rate", "bad_parse_rate", "truncated_rate", "kl",
-                                           "seconds") if c in log]]
-            .round(3))
-else:
-    print("GRPO: not run on this profile (games.multi_product.train is false): the base model is evaluated alone")
+spec = study.stage_spec(market, stats, base_model=local_folder(market.lm.base, profile),
+                        sampling=sampling_config(market.lm.base, profile.seed), seed=profile.seed,
+                        training_dir=book.paths.game("multi_product") / "training", tournament=played.path)
+with summarize_warnings():  # e.g. conversations cut to max_length, prompts cut to a prompt cap
+    stages = run_stages(spec)  # base -> SFT -> GRPO as the profile has them, then evaluated
+print(study.sft_line(stages))
+print(grpo_line(stages, spec.opponent, "multi_product", f" on {', '.join(market.grpo.markets)}"))
+display(grpo_log(stages, study.GRPO_LOG))
 
 # %%
-with summarize_warnings():  # e.g. prompts cut to the model's prompt cap
-    lm_eps = play_stages(stages, [LM.opponent], LM.eval_seeds_per_tier, LM.eval_tiers, P.seed,
-                         sampling_config(LM.base, P.seed), max_batch=LM.base.batch_size or 16,
-                         prompt_cap=LM.base.prompt_cap or 2048, progress=True)
-lm_table = stage_table(lm_eps, list(stages), S.n_resamples, S.seed, S.alpha)
-display(B.save_table(BookTable(
-    "multi_product_lm", f"The language-model seller before and after training ({LM.base.display}; ours)",
-    format_stage_table(lm_table), f"Against {LM.opponent!r}, {LM.eval_seeds_per_tier} seed clusters in "
-    f"{', '.join(LM.eval_tiers or MARKETS)}; {1 - S.alpha:.0%} seed-cluster intervals, differences paired by scenario.",
-    data=lm_table)))
-refused = lm_eps.groupby("stage", sort=False)[["messages", "valid_messages", "bad_parses", "offers_sold_product",
-                                                "offers_to_buyer_who_bought", "offers_below_cost", "n_sales"]].sum()
-display(refused.reindex(list(stages)))
+display(book.save_table(study.lm_table(stages, spec, market.lm.base.display)))
+display(study.refusals(stages))
 
 # %% [markdown]
 # ## Their findings beside ours
@@ -304,58 +168,12 @@ display(refused.reindex(list(stages)))
 # that this profile did not measure it.
 
 # %%
-def ci_cell(tbl, kind, stage, baseline, market, metric):
-    """``estimate [low, high]`` of one row of a stage table (signed for a difference)."""
-    r = tbl.set_index(["kind", "stage", "baseline", "market", "metric"]).loc[(kind, stage, baseline, market, metric)]
-    return fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=kind == "difference")
-
-
-def ours_change(metric, market="all"):
-    """The trained stage - base on ``metric`` as measured here (a direction only where the interval excludes
-    zero), or why not."""
-    if TRAINED not in stages:
-        return "not measured: no GRPO on this profile"
-    r = lm_table.set_index(["kind", "stage", "baseline", "market", "metric"]).loc[
-        ("difference", TRAINED, "base", market, metric)]
-    if pd.isna(r["estimate"]):
-        return "not measured (undefined on these episodes)"
-    word = "no clear change" if r["ci_low"] <= 0 <= r["ci_high"] else ("higher" if r["estimate"] > 0 else "lower")
-    return f"{TRAINED} - base {word}: {ci_cell(lm_table, 'difference', TRAINED, 'base', market, metric)}"
-
-
-frontier = [a for a in T.agents if ":" in a]
-unseen = [m for m in (LM.eval_tiers or MARKETS) if m not in grpo_config.markets]
-adherence = "; ".join(f"{s}: {ci_cell(lm_table, 'stage', s, '', 'all', 'constraint_adherence')}" for s in stages)
-if frontier:
-    versus = "; ".join(f"{a}: surplus {ci_cell(table, 'stage', a, '', 'all', 'normalised_surplus')}, allocation "
-                       f"{ci_cell(table, 'stage', a, '', 'all', 'allocation_quality')}" for a in frontier)
-    versus = f"frontier sellers in the tournament: {versus} (the trained model played other seeds: not paired)"
-else:
-    versus = "not measured: no frontier model sold in this profile's tournament"
-if unseen and TRAINED in stages:
-    general = "; ".join(f"{m}: {ours_change('normalised_surplus', m)}" for m in unseen) + " (normalised surplus)"
-else:
-    general = "not measured for the language model: its evaluation used only training markets on this profile"
-findings = pd.DataFrame([
-    ("a four-part protocol maps language to a parsable, regulated decision space; constraint adherence is measured",
-     f"constraint adherence {adherence}"),
-    ("the trained seller learns to match limited inventory to buyers more effectively",
-     f"allocation quality: {ours_change('allocation_quality')}"),
-    ("RLVR anchored on the economic outcome trains the seller's surplus extraction",
-     f"normalised surplus: {ours_change('normalised_surplus')}"),
-    ("it matches or outperforms trillion-parameter frontier models in surplus extraction and allocation quality",
-     versus),
-    ("the learned strategies generalise to unseen market structures, correlated valuations and price ranges",
-     general),
-], columns=["theirs (abstract, qualitative; no numbers given)", "ours (this run)"])
-display(B.save_table(BookTable("multi_product_findings", "The source paper's qualitative findings (theirs) beside ours",
-                               findings.set_index("theirs (abstract, qualitative; no numbers given)"),
-                               "Theirs: second abstract of related_systems_abstracts.txt. Ours: measured above.")))
-if P.profile == "smoke":
+display(book.save_table(study.findings_table(stages, spec, scripted, sellers)))
+if profile.profile == "smoke":
     print("smoke profile: the language model is a tiny random LM; its rows check the pipeline and are not findings")
 
 # %%
-print(f"notebook 12 ran {time.perf_counter() - t_start:.0f} s on profile {P.profile!r} (this kernel, this run)")
+print(f"notebook 12 ran {time.perf_counter() - t_start:.0f} s on profile {profile.profile!r} (this kernel, this run)")
 
 # %% [markdown]
 # ## Exercises
