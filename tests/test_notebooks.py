@@ -83,6 +83,23 @@ def test_exactly_one_parameters_cell(name):
     assert "output_dir: str" in params[0].source
 
 
+@pytest.mark.parametrize("name", [BILATERAL, MULTI_BUYER, MULTI_PRODUCT])
+def test_game_notebooks_are_thin(name):
+    """Notebooks 10-12 call their game's study module and the stage contract: at most ~80 lines of code before the
+    exercises, no cell over 20 lines, and names that say what they hold (no one- or two-letter capitals)."""
+    import re
+
+    nb = jupytext.read(NB_DIR / f"{name}.py", fmt="py:percent")
+    first_exercise = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "## Exercises" in c.source)
+    code = [c.source for c in nb.cells[:first_exercise] if c.cell_type == "code"]
+    sizes = [sum(1 for line in src.splitlines() if line.strip()) for src in code]
+    assert sum(sizes) <= 80, f"{name}: {sum(sizes)} lines of study code before the exercises"
+    assert max(sizes) <= 20, f"{name}: a cell of {max(sizes)} lines"
+    short = {m for src in code for m in re.findall(r"^([A-Z]{1,2})\b\s*(?:,|=)", src, flags=re.M)}
+    assert not short, f"{name}: globals named {sorted(short)}"
+    assert any("run_stages(" in src for src in code), f"{name}: the stages do not go through run_stages"
+
+
 @pytest.fixture(scope="module")
 def smoke_book(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
