@@ -229,3 +229,18 @@ def test_the_lesson_folder_changes_with_any_setting(tmp_path):
     assert key == lesson_key(LESSON, tmp_path, 0)
     assert key != lesson_key(dataclasses.replace(LESSON, min_valid_terms=2), tmp_path, 0)
     assert key != lesson_key(LESSON, tmp_path / "other", 0) and key != lesson_key(LESSON, tmp_path, 1)
+
+
+def test_lora_lesson_reaches_the_trainer_and_the_preregistration():
+    """LoRA is a lesson field: its rank and alpha reach TrainConfig (and so peft), the pre-registration names it,
+    and full fine-tuning (rank 0) is named as such; a negative rank is refused naming the field."""
+    from negolib.training.grpo import lora_config
+
+    lora = dataclasses.replace(LESSON, lora_rank=16, lora_alpha=32)
+    config = train_config(lora)
+    assert (config.lora_rank, config.lora_alpha) == (16, 32)
+    assert lora_config(config).r == 16 and lora_config(train_config(LESSON)) is None
+    assert "LoRA rank 16 (alpha 32)" in preregister(lora).lines()[-1]
+    assert "full fine-tuning" in preregister(LESSON).lines()[-1]
+    assert ("lora_rank", "must be >= 0, got -1") in dataclasses.replace(LESSON, lora_rank=-1).problems()
+    assert load_params("params/default.yaml").lesson.lora_rank > 0  # the default lesson trains adapters
