@@ -39,6 +39,7 @@ from negolib.files import atomic_write_text
 from negolib.games.base import StudyTable
 from negolib.paper import load_paper_reported
 from negolib.params import NOTEBOOKS, Params, load_params, spec_dict
+from negolib.progress import PROGRESS_ENV
 from negolib.report.booktable import BookTable
 from negolib.training.runlog import RunLog
 from negolib.training.runs import build_agents, trained_ready, training_run_dir
@@ -529,6 +530,22 @@ def _failed_source(nb_path: Path) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set for the block (the kernel papermill starts inherits them), then
+    restored."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str,
                      folder: Path = NOTEBOOK_DIR, timeout_s: float | None = None,
                      heartbeat: Callable[[str], None] | None = None, heartbeat_s: float = 30.0) -> Path:
@@ -548,12 +565,14 @@ def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str
     extra: dict[str, Any] = {"execution_timeout": int(timeout_s)} if timeout_s else {}
     if heartbeat is not None:
         extra["autosave_cell_every"] = max(1, int(heartbeat_s))
-    beat = CellHeartbeat(out_nb, name, heartbeat, heartbeat_s) if heartbeat is not None else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="negobook-") as tmp:
         src_nb = Path(tmp) / f"{name}.ipynb"
         nbformat.write(nb, src_nb)
+        progress_file = Path(tmp) / "progress.txt"  # the kernel's library calls report here (negolib.progress)
+        beat = (CellHeartbeat(out_nb, name, heartbeat, heartbeat_s, progress_file) if heartbeat is not None
+                else contextlib.nullcontext())
         try:
-            with beat:
+            with beat, _environment({PROGRESS_ENV: str(progress_file)}):
                 pm.execute_notebook(str(src_nb), str(out_nb), parameters={"params_path": str(params_path),
                                                                           "output_dir": str(output_dir)},
                                     kernel_name=kernel, cwd=str(folder), progress_bar=False, log_output=False,

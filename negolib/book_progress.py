@@ -5,7 +5,9 @@ end, and every few seconds while a cell prints); :class:`CellHeartbeat` re-reads
 ``every_s`` seconds in a background thread and writes one line naming the running cell (its index
 among code cells, its first source line), how long it has run, and the last line it printed (for
 example the notebook's own progress bar). :func:`running_cell` is the pure part: notebook JSON in,
-a :class:`CellStatus` out.
+a :class:`CellStatus` out. With ``progress_file`` (the file the kernel's library calls write through
+:mod:`negolib.progress`), the line ends with what the running cell last reported there (``GRPO step 3/12: ...``,
+``episodes: 40/96 ep``) instead of its last printed line, whose widgets a saved notebook does not update.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import json
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from html import unescape
 from pathlib import Path
 from typing import Any
+
+from negolib.progress import read_progress
 
 MAX_LINE_CHARS = 100
 _TAG = re.compile(r"<[^>]*>")
@@ -103,8 +107,9 @@ class CellHeartbeat:
     rewritten). The thread is a daemon and stops when the block exits."""
 
     def __init__(self, executed: str | Path, notebook: str, write: Callable[[str], None],
-                 every_s: float = 30.0) -> None:
+                 every_s: float = 30.0, progress_file: str | Path | None = None) -> None:
         self.path, self.notebook, self.write, self.every_s = Path(executed), notebook, write, every_s
+        self.progress_file = Path(progress_file) if progress_file is not None else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{notebook}", daemon=True)
 
@@ -114,9 +119,14 @@ class CellHeartbeat:
             nb = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):  # not written yet, or caught mid-rewrite: try again next beat
             return None
-        status = running_cell(nb, datetime.now(timezone.utc))
+        now = datetime.now(timezone.utc)
+        status = running_cell(nb, now)
         if status is None:
             return None
+        if self.progress_file is not None:
+            reported = read_progress(self.progress_file, now.timestamp() - status.elapsed_s)
+            if reported:
+                status = replace(status, last_output=reported)
         line = status.line(self.notebook)
         self.write(line)
         return line

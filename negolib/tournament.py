@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from negolib.files import locked_append
 from negolib.games.base import Game
@@ -36,6 +35,7 @@ from negolib.games.matches import (
     read_matches,
     run_lock,
 )
+from negolib.progress import ProgressBar as tqdm
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 
 ELO_SCALE = 400.0 / math.log(10.0)

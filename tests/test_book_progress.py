@@ -67,3 +67,19 @@ def test_a_long_cell_reports_while_it_runs(tmp_path):
     # cells: parameters, the parameters papermill injects, ours
     assert all(ln.startswith("01_environment: cell 3/3 `import sys, time` running ") for ln in lines)
     assert any("| step " in ln for ln in lines)
+
+
+def test_a_cell_whose_bars_are_widgets_shows_what_the_library_reported(tmp_path):
+    """The kernel's library calls report through negolib.progress (a notebook's tqdm bars are widgets the saved
+    notebook never updates): the heartbeat shows the reported ``desc: n/total`` while the cell prints nothing."""
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    (folder / "01_environment.py").write_text(
+        '# %% tags=["parameters"]\nparams_path = ""\noutput_dir = ""\n\n'
+        "# %%\nimport time\nfrom negolib.progress import ProgressBar\n"
+        "for i in ProgressBar(range(6), desc='GRPO', unit='step', file=open('/dev/null', 'w')):\n"
+        "    time.sleep(0.6)\n")
+    lines: list[str] = []
+    execute_notebook("01_environment", SMOKE, tmp_path / "out", ensure_kernel(), folder,
+                     heartbeat=lines.append, heartbeat_s=1)
+    assert any("| GRPO: " in ln and "/6 step" in ln for ln in lines), lines

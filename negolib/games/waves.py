@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from tqdm.auto import tqdm
-
 from negolib.agents.base import AgentReply, act_contained, error_text, reply_problem
+from negolib.progress import ProgressBar as tqdm
 
 
 class WaveEpisode(Protocol):

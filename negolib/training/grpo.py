@@ -60,6 +60,7 @@ from negolib.agents.hf_agent import HFAgent
 from negolib.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
 from negolib.files import atomic_write_text, locked_append
 from negolib.models import resolve_model_path
+from negolib.progress import report
 from negolib.sampling import SamplingConfig
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
@@ -440,6 +441,9 @@ def _callbacks(log: RunLog, validator: Validator | None, validate_every: int, pr
                     0.0, row["time_step_s"] - row["time_rollout_s"] - row["time_validation_s"]
                 )
             log.append(row)
+            of = f"/{state.max_steps}" if state.max_steps else ""
+            report(f"GRPO step {row['step']}{of}: reward {row.get('reward', float('nan')):+.3f} "
+                   f"({row['time_step_s']:.0f} s)")
             if progress:
                 nan = float("nan")
                 print(

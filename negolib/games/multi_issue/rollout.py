@@ -25,11 +25,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from negolib.agents.base import Agent, AgentReply, act_contained, error_text, reply_problem
 from negolib.games.multi_issue.env import EnvConfig, Episode, PartyView
 from negolib.games.multi_issue.scenarios import Scenario
+from negolib.progress import ProgressBar as tqdm
 from negolib.transcripts import SCHEMA_VERSION, TranscriptStore, record_key
 
 

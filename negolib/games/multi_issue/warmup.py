@@ -136,7 +136,8 @@ def format_warmup(model: Any, demos: Sequence[Demonstration], config: WarmupConf
                   progress: bool = True) -> list[dict[str, Any]]:
     """Fine-tune ``model`` in place on ``demos``; returns one log row per optimizer step."""
     import torch
-    from tqdm.auto import tqdm
+
+    from negolib.progress import ProgressBar as tqdm
 
     if not demos:
         raise ValueError("warmup: no demonstrations")

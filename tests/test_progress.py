@@ -1,0 +1,66 @@
+"""negolib.progress: what a long library call reports for the book's heartbeat (issue 29)."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta, timezone
+
+from negolib.book_progress import CellHeartbeat
+from negolib.progress import PROGRESS_ENV, ProgressBar, read_progress, report
+
+
+def test_report_writes_one_line_where_the_environment_says_and_nothing_otherwise(tmp_path):
+    target = tmp_path / "progress.txt"
+    report("GRPO step 3/12:\nreward +0.1", {PROGRESS_ENV: str(target)})
+    assert target.read_text() == "GRPO step 3/12: reward +0.1\n"
+    report("ignored", {})  # no variable: a script or a test; nothing written, nothing raised
+    assert target.read_text() == "GRPO step 3/12: reward +0.1\n"
+    report("x", {PROGRESS_ENV: str(tmp_path / "missing" / "dir" / "p.txt")})  # never raises
+
+
+def test_read_progress_ignores_a_line_older_than_the_cell(tmp_path):
+    target = tmp_path / "p.txt"
+    target.write_text("episodes: 4/10 ep\n")
+    assert read_progress(target, time.time() - 60) == "episodes: 4/10 ep"
+    old = time.time() - 3600
+    os.utime(target, (old, old))
+    assert read_progress(target, time.time() - 60) == ""
+    assert read_progress(tmp_path / "none.txt", 0.0) == ""
+
+
+def test_progress_bar_reports_its_count_and_a_disabled_or_plain_bar_does_not(tmp_path, monkeypatch):
+    target = tmp_path / "p.txt"
+    monkeypatch.setenv(PROGRESS_ENV, str(target))
+    with open(os.devnull, "w") as sink:
+        for _ in ProgressBar(range(5), desc="episodes", unit="ep", file=sink):
+            pass
+    assert target.read_text().strip() == "episodes: 5/5 ep"  # the end is always reported
+    target.unlink()
+    with open(os.devnull, "w") as sink:
+        for _ in ProgressBar(range(5), desc="episodes", disable=True, file=sink):
+            pass
+        from tqdm import tqdm  # the sabotaged twin: a plain bar reports nothing
+        for _ in tqdm(range(5), desc="episodes", file=sink):
+            pass
+    assert not target.exists()
+
+
+def test_heartbeat_prefers_the_reported_line_to_the_printed_one(tmp_path):
+    now = datetime.now(timezone.utc)
+    nb = tmp_path / "nb.ipynb"
+    cell = {"cell_type": "code", "source": "train(P)", "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": "format warm-up:   0%|          | 0/24"}],
+        "metadata": {"papermill": {"status": "running", "start_time": (now - timedelta(seconds=30)).isoformat()}}}
+    import json
+
+    nb.write_text(json.dumps({"cells": [cell]}))
+    progress = tmp_path / "p.txt"
+    lines: list[str] = []
+    beat = CellHeartbeat(nb, "03_training", lines.append, progress_file=progress)
+    assert beat.beat().endswith("| format warm-up:   0%|          | 0/24")  # nothing reported yet
+    progress.write_text("GRPO step 3/12: reward +0.100 (71 s)\n")
+    assert beat.beat().endswith("| GRPO step 3/12: reward +0.100 (71 s)")
+    old = (now - timedelta(minutes=5)).timestamp()  # reported before this cell began: not this cell's
+    os.utime(progress, (old, old))
+    assert beat.beat().endswith("| format warm-up:   0%|          | 0/24")
