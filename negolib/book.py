@@ -546,6 +546,18 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether papermill/nbclient gave up on a cell for its time limit (nbclient's ``CellTimeoutError`` or a
+    plain ``TimeoutError``, whatever wraps it)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, TimeoutError) or type(exc).__name__ == "CellTimeoutError":
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
 def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str,
                      folder: Path = NOTEBOOK_DIR, timeout_s: float | None = None,
                      heartbeat: Callable[[str], None] | None = None, heartbeat_s: float = 30.0) -> Path:
@@ -583,8 +595,12 @@ def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str
         except Exception as exc:  # kernel death, cell timeout, ...
             source = _failed_source(out_nb)
             idx = _source_index(nb, source) if source is not None else None
-            raise BookError(name, idx, _first_line(source or ""), f"{type(exc).__name__}: {exc}".strip(),
-                            out_nb) from None
+            error = f"{type(exc).__name__}: {exc}".strip()
+            if timeout_s and _is_timeout(exc):
+                error = (f"the cell ran past its {int(timeout_s)} s limit (budgets.cell_timeout_s of {params_path}); "
+                         "on a slower or busier machine raise that limit and run the book again: notebooks that "
+                         "finished are skipped")
+            raise BookError(name, idx, _first_line(source or ""), error, out_nb) from None
     return out_nb
 
 

@@ -3,9 +3,9 @@ cannot read).
 
 Contract: the book runner names a file in the kernel's environment (:data:`PROGRESS_ENV`) while it executes a
 notebook; :func:`report` overwrites that file with one line (atomically), and does nothing when the variable is
-unset (a plain script, a test). :class:`ProgressBar` is ``tqdm.auto.tqdm`` that also reports ``desc: n/total unit``
-at most once a second and when it closes; :func:`read_progress` returns the line if it was written at or after a given time (so a
-finished cell's progress never labels the next one).
+unset (a plain script, a test). :class:`ProgressBar` is ``tqdm.auto.tqdm`` that also reports
+``desc: n/total unit`` at most once a second and when it closes; :func:`read_progress` returns the line if it was
+written at or after a given time (so a finished cell's progress never labels the next one).
 """
 
 from __future__ import annotations

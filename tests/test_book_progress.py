@@ -83,3 +83,21 @@ def test_a_cell_whose_bars_are_widgets_shows_what_the_library_reported(tmp_path)
     execute_notebook("01_environment", SMOKE, tmp_path / "out", ensure_kernel(), folder,
                      heartbeat=lines.append, heartbeat_s=1)
     assert any("| GRPO: " in ln and "/6 step" in ln for ln in lines), lines
+
+
+def test_a_cell_past_its_limit_names_notebook_cell_limit_and_how_to_raise_it(tmp_path):
+    """A slow machine is not a crash: the error names the notebook, the cell, the limit, the profile field that
+    sets it, and that a re-run resumes."""
+    import pytest
+
+    from negolib.book import BookError
+
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    (folder / "01_environment.py").write_text(
+        '# %% tags=["parameters"]\nparams_path = ""\noutput_dir = ""\n\n# %%\nimport time\ntime.sleep(30)\n')
+    with pytest.raises(BookError) as exc:
+        execute_notebook("01_environment", SMOKE, tmp_path / "out", ensure_kernel(), folder, timeout_s=2)
+    text = str(exc.value)
+    assert "notebook 01_environment failed at cell 1 ('import time')" in text
+    assert "2 s limit" in text and "budgets.cell_timeout_s" in text and "skipped" in text
