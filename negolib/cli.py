@@ -124,7 +124,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from negolib.book import run_book
+    from negolib.book_runner import run_book
 
     notebooks = _csv(args.notebooks) if args.notebooks else None
     result = run_book(args.params, notebooks=notebooks, output_dir=args.output_dir,

@@ -22,7 +22,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from negolib.book import NOTEBOOK_DIR, resolve_notebooks, source_notebook
+from negolib.book import NOTEBOOK_DIR
+from negolib.book_runner import resolve_notebooks, source_notebook
 from negolib.exercises import SOLUTION_TAG
 
 PLACEHOLDER = "...  # your code here"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from negolib.book import BookError, BookPaths, BuyerSession, EpisodeExplorer, open_book, resolve_notebooks, run_book
+from negolib.book import BookPaths, BuyerSession, EpisodeExplorer, open_book
+from negolib.book_runner import BookError, resolve_notebooks, run_book
 from negolib.params import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from negolib.book import ensure_kernel, execute_notebook
 from negolib.book_progress import CellStatus, running_cell
+from negolib.book_runner import ensure_kernel, execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "smoke.yaml"
@@ -90,7 +90,7 @@ def test_a_cell_past_its_limit_names_notebook_cell_limit_and_how_to_raise_it(tmp
     sets it, and that a re-run resumes."""
     import pytest
 
-    from negolib.book import BookError
+    from negolib.book_runner import BookError
 
     folder = tmp_path / "nb"
     folder.mkdir()

@@ -20,7 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from negolib.book import NOTEBOOK_DIR, source_notebook
+from negolib.book import NOTEBOOK_DIR
+from negolib.book_runner import source_notebook
 from negolib.exercises import (
     CHECK_TAG,
     GIVEN_TAG,

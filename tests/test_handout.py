@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from negolib.book import resolve_notebooks, source_notebook
+from negolib.book_runner import resolve_notebooks, source_notebook
 from negolib.cli import main
 from negolib.exercises import extract_exercises
 from negolib.handout import PLACEHOLDER, ROOT, default_zip_path, make_handout, strip_solutions

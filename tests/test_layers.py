@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 # The study of the paper's game (and the command line, book and widgets over it): these may import a game; every
 # other module is a game's (negolib.games) or barred from importing one (contract "games").
-MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negolib.book", "negolib.widgets",
+MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negolib.book", "negolib.book_runner",
+                    "negolib.widgets",
                     "negolib.report", "negolib.analysis", "negolib.tournament", "negolib.evaluation",
                     "negolib.diagnostics", "negolib.efficiency", "negolib.cost", "negolib.paired", "negolib.params",
                     "negolib.game_params", "negolib.agent_spec",

@@ -13,7 +13,8 @@ import jupytext
 import nbformat
 import pytest
 
-from negolib.book import NOTEBOOKS, run_book
+from negolib.book_runner import run_book
+from negolib.params import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
