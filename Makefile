@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PARAMS ?= params/default.yaml
 STAMP := $(VENV)/.negobook-installed
 
-.PHONY: install book smoke test test-all bench lab lint clean-outputs
+.PHONY: install book smoke test test-fast test-all bench lab lint clean-outputs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ smoke: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not notebook"
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow or not slow"

@@ -62,3 +62,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# The tiers (README, "Tests"): `make test-fast` leaves out the notebook executions (the smoke book and the games'
+# notebooks, minutes of CPU); `make test` (CI) runs them as before.
+NOTEBOOK_FIXTURES = {"smoke_book", "bilateral_book", "multi_buyer_book", "multi_product_book"}
+NOTEBOOK_TESTS = {"test_executed_notebook_has_tables_and_no_errors"}
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Mark every test that executes a book notebook ``notebook``."""
+    for item in items:
+        if NOTEBOOK_FIXTURES & set(getattr(item, "fixturenames", ())) or \
+                getattr(item, "originalname", item.name) in NOTEBOOK_TESTS:
+            item.add_marker(pytest.mark.notebook)
