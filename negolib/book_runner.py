@@ -26,6 +26,7 @@ from typing import Any
 from negolib.book import DEPENDS, KERNEL_NAME, NOTEBOOK_DIR, STATE_FILE, BookPaths, load_state
 from negolib.book_progress import CellHeartbeat
 from negolib.files import atomic_write_text
+from negolib.headline import headline_markdown, read_headline
 from negolib.params import NOTEBOOKS, Params, load_params
 from negolib.progress import PROGRESS_ENV
 
@@ -343,6 +344,38 @@ def _rel(path: Path, root: Path) -> str:
     return os.path.relpath(path, root)
 
 
+def failed_guards(paths: BookPaths) -> list[str]:
+    """``arm: guard`` for every guard of ``tables/guards.csv`` (notebook 07) that did not pass (empty without it)."""
+    import csv
+
+    table = paths.tables / "guards.csv"
+    if not table.is_file():
+        return []
+    with table.open(newline="") as f:
+        return [f"{r.get('arm', '')}: {r.get('guard', '')}" for r in csv.DictReader(f)
+                if str(r.get("passed", "")).strip().lower() == "false"]
+
+
+def headline_box(paths: BookPaths) -> list[str]:
+    """Markdown lines opening the index: the run's headline contrasts (``headline.json``: estimate, interval,
+    clusters, MDE), the lesson's verdict in words, and every guard that failed, named."""
+    out = ["## Headline", ""]
+    if paths.headline.is_file():
+        out += [headline_markdown([paths.headline]).rstrip("\n"), ""]
+        verdict = (read_headline(paths.headline).get("lesson") or {}).get("verdict")
+        if verdict:
+            out += [f"The matched lesson: {verdict}.", ""]
+    else:
+        out += ["(no headline yet: notebooks 03 and 05 write it)", ""]
+    failed = failed_guards(paths)
+    guards = paths.tables / "guards.csv"
+    if failed:
+        out += [f"**Guards that failed** ({len(failed)}; table `guards`): " + "; ".join(failed), ""]
+    elif guards.is_file():
+        out += ["Every guard passed (table `guards`).", ""]
+    return out
+
+
 def write_index(params: Params, paths: BookPaths, result: BookResult | None = None) -> Path:
     """Write ``index.md`` and ``index.html`` linking every executed notebook, table and figure."""
     root = paths.root
@@ -355,6 +388,7 @@ def write_index(params: Params, paths: BookPaths, result: BookResult | None = No
     if result is not None:
         md += [f"Book run: {result.duration_s:.0f} s (budget {result.budget_s:.0f} s)"
                + (f"; **failed**: {result.error}" if result.error else ""), ""]
+    md += headline_box(paths)
     md += ["## Notebooks", "", "| notebook | status | seconds | finished |", "|---|---|---|---|"]
     for n, s in nbs:
         link = f"[{n}](notebooks/{n}.ipynb)" if (paths.notebooks / f"{n}.ipynb").exists() else n
@@ -369,6 +403,27 @@ def write_index(params: Params, paths: BookPaths, result: BookResult | None = No
     (root / "index.md").write_text("\n".join(md))
     (root / "index.html").write_text(_index_html(params, paths, nbs, tables, figures, result))
     return root / "index.md"
+
+
+def _markdown_box_html(lines: list[str]) -> str:
+    """The headline box's markdown as simple HTML: a table for the table lines, a paragraph for the rest."""
+    e = html.escape
+    out, rows = [], []
+    for line in lines:
+        if line.startswith("|"):
+            if not set(line) <= set("|-"):
+                rows.append([c.strip() for c in line.strip("|").split("|")])
+            continue
+        if rows:
+            head, *body = rows
+            out.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in body) + "</table>")
+            rows = []
+        if line.startswith("## "):
+            out.append(f"<h2>{e(line[3:])}</h2>")
+        elif line.strip():
+            out.append(f"<p>{e(line.replace('**', ''))}</p>")
+    return "".join(out)
 
 
 def _index_html(params: Params, paths: BookPaths, nbs: list[tuple[str, dict]], tables: list[Path],
@@ -391,7 +446,7 @@ def _index_html(params: Params, paths: BookPaths, nbs: list[tuple[str, dict]], t
             "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
             "</style></head><body>"
             f"<h1>negobook: profile <code>{e(params.profile)}</code></h1><p>{e(params.description)}</p>{status}"
-            f"<h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th><th>finished</th></tr>"
+            f"{_markdown_box_html(headline_box(paths))}<h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th><th>finished</th></tr>"
             f"{rows}</table><h2>Tables</h2><ul>{tabs or '<li>(none yet)</li>'}</ul>"
             f"<h2>Figures</h2>{figs or '<p>(none yet)</p>'}"
             "<p>Columns labelled <code>paper: ...</code> are the paper's reported numbers; every other number "

@@ -101,3 +101,25 @@ def test_a_cell_past_its_limit_names_notebook_cell_limit_and_how_to_raise_it(tmp
     text = str(exc.value)
     assert "notebook 01_environment failed at cell 1 ('import time')" in text
     assert "2 s limit" in text and "budgets.cell_timeout_s" in text and "skipped" in text
+
+
+def test_index_opens_with_the_headline_and_names_every_failed_guard(tmp_path):
+    """The index's headline box: the run's contrasts from headline.json, the lesson's verdict, and the guards
+    that failed by name (a run whose guards all pass says so instead)."""
+    import json
+
+    from negolib.book import BookPaths
+    from negolib.book_runner import failed_guards, headline_box
+
+    paths = BookPaths(tmp_path).make()
+    paths.headline.write_text(json.dumps({"profile": "default", "commit": "abcdef1234", "minutes": 50.0, "lesson": {
+        "arms": ["lesson_trained", "lesson_start"], "estimate": 0.2, "ci_low": 0.1, "ci_high": 0.3, "mde": 0.16,
+        "n_paired": 96, "n_clusters": 96, "verdict": "learned: S rose"}}))
+    (paths.tables / "guards.csv").write_text("arm,guard,passed\nsmollm2_grpo,invalid ACCEPT rate,False\n"
+                                             "smollm2_grpo,deal rate,True\n")
+    box = "\n".join(headline_box(paths))
+    assert "| default | abcdef1 | 50.0 | matched lesson |" in box and "The matched lesson: learned: S rose." in box
+    assert failed_guards(paths) == ["smollm2_grpo: invalid ACCEPT rate"]
+    assert "Guards that failed** (1" in box
+    (paths.tables / "guards.csv").write_text("arm,guard,passed\nsmollm2_grpo,deal rate,True\n")
+    assert "Every guard passed" in "\n".join(headline_box(paths))
