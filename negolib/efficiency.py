@@ -99,6 +99,8 @@ class IssueSets:
 
 def issue_sets(scenario: Scenario, include_unnamed: bool = True) -> IssueSets:
     """The contribution sets of every issue of ``scenario`` (see the module docstring)."""
+    if scenario.seller.evaluations:
+        return _imported_sets(scenario)
     ws, wb = scenario.seller.weights, scenario.buyer.weights
     disc, opts, d_idx, cont, c_idx = [], [], [], [], []
     for k, issue in enumerate(scenario.domain.issues):
@@ -112,6 +114,39 @@ def issue_sets(scenario: Scenario, include_unnamed: bool = True) -> IssueSets:
                for lv in levels]
         disc.append(np.asarray(pts, dtype=float))
         opts.append(levels)
+        d_idx.append(k)
+    return IssueSets(tuple(disc), tuple(opts), tuple(d_idx), np.asarray(cont, dtype=float).reshape(-1, 2),
+                     tuple(c_idx))
+
+
+def _imported_sets(scenario: Scenario) -> IssueSets:
+    """Contribution sets of an imported scenario (complete contracts: an unnamed term scores each
+    party's worst evaluation, a point dominated by every level, so it is left out).
+
+    A table issue contributes one point per level, (w_s e_s, w_b e_b). A continuous issue on which
+    the parties' linear evaluations run in opposite directions is a segment of weights
+    (w_s |de_s|, w_b |de_b|) translated by the point of both parties' worst ends (a one-option set
+    whose option, :data:`UNNAMED`, writes nothing); otherwise its two ends are its options (a
+    point in between is dominated by one of them).
+    """
+    s, b = scenario.seller, scenario.buyer
+    disc, opts, d_idx, cont, c_idx = [], [], [], [], []
+    for k, issue in enumerate(scenario.domain.issues):
+        es, eb, ws, wb = s.evaluations[k], b.evaluations[k], s.weights[k], b.weights[k]
+        if issue.kind != "continuous":
+            disc.append(np.column_stack([ws * np.asarray(es, dtype=float), wb * np.asarray(eb, dtype=float)]))
+            opts.append(tuple(issue.levels))
+            d_idx.append(k)
+            continue
+        ds, db = es[1] - es[0], eb[1] - eb[0]
+        if ds * db < 0:
+            disc.append(np.array([[ws * min(es), wb * min(eb)]]))
+            opts.append((UNNAMED,))
+            cont.append((ws * abs(ds), wb * abs(db)))
+            c_idx.append(k)
+        else:
+            disc.append(np.array([[ws * es[0], wb * eb[0]], [ws * es[1], wb * eb[1]]]))
+            opts.append((issue.lo, issue.hi))
         d_idx.append(k)
     return IssueSets(tuple(disc), tuple(opts), tuple(d_idx), np.asarray(cont, dtype=float).reshape(-1, 2),
                      tuple(c_idx))
@@ -484,7 +519,7 @@ def _contract(scenario: Scenario, sets: IssueSets, frontier: Frontier, j: int, x
     ts = fill_levels(frontier, sets.continuous, x - float(frontier.anchors[j, 0]))
     for k, t in zip(sets.continuous_issues, ts):
         issue = scenario.domain.issues[k]
-        frac = t if issue.seller_sign > 0 else 1.0 - t
+        frac = t if scenario.seller.signs[k] > 0 else 1.0 - t
         ledger[issue.name] = float(issue.lo + frac * (issue.hi - issue.lo))
     return ledger
 

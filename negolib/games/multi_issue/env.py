@@ -25,7 +25,7 @@ from typing import Any
 from negolib.games.multi_issue.domains import Domain
 from negolib.games.multi_issue.protocol import apply_terms, parse_action
 from negolib.games.multi_issue.scenarios import PartyPrefs, Role, Scenario, other
-from negolib.games.multi_issue.utility import contributions, normalized_utility
+from negolib.games.multi_issue.utility import contributions, discounted, normalized_utility
 from negolib.transcripts import SCHEMA_VERSION
 
 
@@ -230,6 +230,8 @@ class Episode:
         buyer_c = contributions(s.domain, s.buyer, self.ledger)
         su = min(1.0, max(0.0, float(seller_c.sum())))
         bu = min(1.0, max(0.0, float(buyer_c.sum())))
+        time = len(self.turns) / cfg.max_turns  # normalised time of a party's discount factor (1 for drawn scenarios)
+        su, bu = discounted(su, s.seller.discount, time), discounted(bu, s.buyer.discount, time)
         seller_turns = [t for t in self.turns if t.role == "seller"]
         n_bad_seller = sum(t.action is None for t in seller_turns)
         rounds = math.ceil(len(self.turns) / 2)

@@ -30,9 +30,12 @@ class MultiIssueGame(Game):
                "12 rounds, nine domains; payoff = normalised utility U~")
     payoff_label = "normalised utility U~"
 
-    def __init__(self, config: EnvConfig | None = None) -> None:
+    def __init__(self, config: EnvConfig | None = None, scenarios: Sequence[Scenario] | None = None) -> None:
+        """``scenarios``: fixed scenarios to play instead of the evaluation seeds (e.g. an imported Genius
+        scenario, :func:`negolib.games.multi_issue.imported.load_imported`)."""
         self.config = config or EnvConfig()
-        self._scenarios: dict[str, Scenario] = {}  # scenarios by key, for checking records
+        self.fixed = tuple(scenarios or ())
+        self._scenarios: dict[str, Scenario] = {self.scenario_key(s): s for s in self.fixed}  # for checking records
 
     def scripted_strategies(self) -> tuple[str, ...]:
         return tuple(sorted(STRATEGIES))
@@ -43,7 +46,8 @@ class MultiIssueGame(Game):
         return make_scripted(name, name=f"{name}@{role}", seed=seed)
 
     def tournament_scenarios(self, n_seeds: int) -> list[Scenario]:
-        return evaluation_set(n_seeds)
+        """The evaluation seeds of all nine domains, or the game's fixed scenarios (``n_seeds`` unused)."""
+        return list(self.fixed) if self.fixed else evaluation_set(n_seeds)
 
     def scenario_key(self, scenario: Scenario) -> str:
         return f"{scenario.domain.name}|{scenario.seed}"

@@ -214,8 +214,9 @@ def canonical_value(issue: Issue, value: Any) -> tuple[bool, Any]:
     """(ok, canonical value) of a party's value for a schema issue; never raises.
 
     Continuous: a number or a numeric string ('$', ',' and '%' allowed) that is a finite float (an
-    integer too large for a float, '1e400', 'nan' are not). Categorical: a level, matched
-    case-insensitively. Binary: a boolean or 'true'/'false'/'yes'/'no'.
+    integer too large for a float, '1e400', 'nan' are not). Categorical and table: a level, matched
+    case-insensitively (a table level that is an integer may be given as a number). Binary: a
+    boolean or 'true'/'false'/'yes'/'no'.
     """
     if issue.kind == "continuous":
         kind_of_value = type(value)
@@ -239,6 +240,8 @@ def canonical_value(issue: Issue, value: Any) -> tuple[bool, Any]:
         if isinstance(value, str) and value.strip().lower() in ("true", "yes", "false", "no"):
             return True, value.strip().lower() in ("true", "yes")
         return False, None
+    if issue.kind == "table" and type(value) in (int, float) and math.isfinite(value) and value == int(value):
+        value = str(int(value))  # an integer level of an imported numeric issue, written as a number
     if isinstance(value, str):
         want = value.strip().lower()
         for level in issue.levels:

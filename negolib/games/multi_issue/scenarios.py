@@ -39,6 +39,13 @@ class PartyPrefs:
     ``signs[k]`` is +1 when the party prefers high values of continuous issue k, -1 for low and 0
     for integrative issues; ``preferred[k]`` is the preferred level of integrative issue k (None
     for continuous issues). Weights sum to 1.
+
+    Imported (Genius) scenarios fix both parties' preferences and set ``evaluations``: per issue,
+    the party's evaluation of each level of a table issue (already divided by the largest, as
+    Genius does), or of a continuous issue's two ends ``(e(lo), e(hi))`` (a linear evaluator, in
+    between by interpolation); ``signs`` and ``preferred`` then give the better end and the best
+    level. ``discount`` is the party's discount factor (1: none). Drawn scenarios leave
+    ``evaluations`` empty and score as the module :mod:`.utility` says.
     """
 
     role: Role
@@ -46,6 +53,8 @@ class PartyPrefs:
     signs: tuple[int, ...]
     preferred: tuple[Any, ...]
     reservation: float
+    evaluations: tuple[tuple[float, ...], ...] = ()
+    discount: float = 1.0
 
     def as_dict(self, domain: Domain) -> dict[str, Any]:
         """A readable, JSON-ready view keyed by issue name."""
@@ -57,6 +66,11 @@ class PartyPrefs:
             else:
                 entry["preferred"] = p
             out["issues"][issue.name] = entry
+        if self.evaluations:
+            for issue, ev in zip(domain.issues, self.evaluations):
+                keys = ("lo", "hi") if issue.kind == "continuous" else issue.levels
+                out["issues"][issue.name]["evaluations"] = dict(zip(keys, ev))
+            out["discount"] = self.discount
         return out
 
 

@@ -9,6 +9,12 @@ Files load strictly: a key given twice, two issue names equal ignoring case (a p
 is matched case-insensitively, so one of them could never be named), and a range that is not
 finite with lo < hi are errors naming the file and the field. Which domain is held out is checked
 with the profile (:mod:`negolib.params`): more than one needs ``evaluation.held_out_domain``.
+
+Imported domains (``imported=True``: a Genius/ANAC scenario, :mod:`.genius`) keep their own size (no 7-10
+issues, 3-5 continuous rule) and may use a fourth kind, ``table``: named levels on which each party
+carries its own table of evaluations (stored with the party's preferences, not the domain). A table
+issue is integrative unless its ``split`` says ``distributive`` (the importer writes that label when
+the two parties rank the levels in exactly opposite orders).
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from negolib.errors import ValidationError
 from negolib.files import load_yaml  # the strict loader: a key given twice is an error
 
 DOMAIN_DIR = Path(__file__).parent
-IssueKind = Literal["continuous", "categorical", "binary"]
+IssueKind = Literal["continuous", "categorical", "binary", "table"]
 ISSUE_KINDS: tuple[str, ...] = ("continuous", "categorical", "binary")
+IMPORTED_KINDS: tuple[str, ...] = (*ISSUE_KINDS, "table")
+SPLITS: tuple[str, ...] = ("distributive", "integrative")
 MIN_ISSUES, MAX_ISSUES = 7, 10
 MIN_CONTINUOUS, MAX_CONTINUOUS = 3, 5
 
@@ -35,7 +43,8 @@ class Issue:
 
     For continuous issues ``lo``/``hi``/``unit`` are set and ``seller_sign`` is +1 when the seller
     prefers high values (-1 when low). Categorical issues have ``levels``; binary issues have the
-    levels ``(True, False)``.
+    levels ``(True, False)``; table issues (imported domains only) have ``levels`` and a ``split``
+    label, ``distributive`` or ``integrative``.
     """
 
     name: str
@@ -46,10 +55,14 @@ class Issue:
     hi: float = 1.0
     seller_sign: int = 1
     levels: tuple[Any, ...] = ()
+    split: str = ""
 
     @property
     def distributive(self) -> bool:
-        """Continuous terms are distributive; categorical and binary are integrative."""
+        """Continuous terms are distributive; categorical and binary are integrative; a table term
+        is what its ``split`` label says."""
+        if self.kind == "table":
+            return self.split == "distributive"
         return self.kind == "continuous"
 
 
@@ -62,6 +75,7 @@ class Domain:
     issues: tuple[Issue, ...]
     briefs: dict[str, str]
     held_out: bool = False
+    imported: bool = False  # a fixed (Genius/ANAC) scenario's domain: complete contracts, table issues
     _index: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _by_lower: dict[str, Issue] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -97,6 +111,7 @@ _ISSUE_KEYS = {
     "continuous": {"name", "kind", "unit", "range", "seller_prefers", "description"},
     "categorical": {"name", "kind", "levels", "description"},
     "binary": {"name", "kind", "description"},
+    "table": {"name", "kind", "levels", "split", "description"},
 }
 
 
@@ -105,7 +120,7 @@ def _require(cond: bool, source: str, field: str, problem: str) -> None:
         raise ValidationError(source, field, problem)
 
 
-def _parse_issue(raw: Any, source: str, i: int) -> Issue:
+def _parse_issue(raw: Any, source: str, i: int, imported: bool = False) -> Issue:
     where = f"issues[{i}]"
     _require(isinstance(raw, dict), source, where, "must be a mapping")
     name = raw.get("name")
@@ -113,7 +128,8 @@ def _parse_issue(raw: Any, source: str, i: int) -> Issue:
              f"must be an identifier-like string, got {name!r}")
     where = f"issues[{i}] ({name})"
     kind = raw.get("kind")
-    _require(kind in ISSUE_KINDS, source, f"{where}.kind", f"must be one of {ISSUE_KINDS}, got {kind!r}")
+    kinds = IMPORTED_KINDS if imported else ISSUE_KINDS
+    _require(kind in kinds, source, f"{where}.kind", f"must be one of {kinds}, got {kind!r}")
     unknown = set(raw) - _ISSUE_KEYS[kind]
     _require(not unknown, source, where, f"unknown keys {sorted(unknown)}; allowed for {kind}: "
              f"{sorted(_ISSUE_KEYS[kind])}")
@@ -133,19 +149,25 @@ def _parse_issue(raw: Any, source: str, i: int) -> Issue:
         unit = raw.get("unit", "")
         _require(isinstance(unit, str), source, f"{where}.unit", "must be a string")
         return Issue(name, "continuous", desc, unit, lo, hi, 1 if pref == "high" else -1)
-    if kind == "categorical":
+    if kind in ("categorical", "table"):
         levels = raw.get("levels")
         _require(isinstance(levels, list) and len(levels) >= 2
                  and all(isinstance(v, str) and v.strip() for v in levels),
                  source, f"{where}.levels", f"must be a list of >= 2 non-empty strings, got {levels!r}")
         _require(len({v.lower() for v in levels}) == len(levels), source, f"{where}.levels",
                  "levels must be distinct (case-insensitively)")
+        if kind == "table":
+            split = raw.get("split", "integrative")
+            _require(split in SPLITS, source, f"{where}.split", f"must be one of {SPLITS}, got {split!r}")
+            return Issue(name, "table", desc, levels=tuple(levels), split=split)
         return Issue(name, "categorical", desc, levels=tuple(levels))
     return Issue(name, "binary", desc, levels=(True, False))
 
 
-def parse_domain(data: Any, source: str = "<domain>") -> Domain:
-    """Validate a domain mapping (as loaded from YAML) and build a :class:`Domain`."""
+def parse_domain(data: Any, source: str = "<domain>", imported: bool = False) -> Domain:
+    """Validate a domain mapping (as loaded from YAML) and build a :class:`Domain`.
+
+    ``imported``: an imported scenario's domain (any number of issues, table issues allowed)."""
     _require(isinstance(data, dict), source, "<top>", "must be a mapping")
     unknown = set(data) - _TOP_KEYS
     _require(not unknown, source, "<top>", f"unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
@@ -162,12 +184,15 @@ def parse_domain(data: Any, source: str = "<domain>") -> Domain:
              source, "briefs", "must map exactly 'seller' and 'buyer' to non-empty strings")
     raw_issues = data.get("issues")
     _require(isinstance(raw_issues, list), source, "issues", "must be a list")
-    issues = tuple(_parse_issue(r, source, i) for i, r in enumerate(raw_issues))
-    _require(MIN_ISSUES <= len(issues) <= MAX_ISSUES, source, "issues",
-             f"needs {MIN_ISSUES}-{MAX_ISSUES} issues, got {len(issues)}")
+    issues = tuple(_parse_issue(r, source, i, imported) for i, r in enumerate(raw_issues))
     names = [i.name.lower() for i in issues]
     dupes = sorted({i.name for i in issues if names.count(i.name.lower()) > 1})
     _require(not dupes, source, "issues", f"duplicate issue names {dupes} (names are matched ignoring case)")
+    if imported:
+        _require(len(issues) >= 1, source, "issues", "needs at least one issue")
+        return Domain(name, title, issues, {k: " ".join(v.split()) for k, v in briefs.items()}, held_out, True)
+    _require(MIN_ISSUES <= len(issues) <= MAX_ISSUES, source, "issues",
+             f"needs {MIN_ISSUES}-{MAX_ISSUES} issues, got {len(issues)}")
     n_cont = sum(i.kind == "continuous" for i in issues)
     _require(MIN_CONTINUOUS <= n_cont <= MAX_CONTINUOUS, source, "issues",
              f"needs {MIN_CONTINUOUS}-{MAX_CONTINUOUS} continuous (distributive) issues, got {n_cont}")
