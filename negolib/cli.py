@@ -11,6 +11,8 @@ Commands:
 * ``book run``: execute the book's notebooks with papermill on a params profile;
 * ``book handout``: course copies of the notebooks with the exercise solutions stripped, and a ZIP of them;
 * ``train``: a GRPO training run from a params profile;
+* ``genius export`` / ``genius import``: one of our scenarios as a Genius folder, a Genius (ANAC) folder as a
+  scenario file (``--genius`` on ``evaluate`` and ``tournament --game multi_issue`` plays either; docs/genius.md);
 * ``tournament``: a round robin of a registered game's agents (resumable; without ``--agents``, the game's
   default agents): cross-table, per-agent summary and Bradley-Terry ratings with seed-cluster intervals,
   written as CSV files and figures.
@@ -82,7 +84,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     sellers, buyers = _csv(args.sellers), _csv(args.buyers)
     agents = {n: make_scripted(n, seed=args.agent_seed) for n in {*sellers, *buyers}}
-    scenarios = scenario_set(eval_seeds(args.seeds), _csv(args.domains) if args.domains else None)
+    if args.genius:
+        from negolib.games.multi_issue.imported import load_imported
+
+        scenarios = [load_imported(args.genius, discount=not args.no_discount, seller=args.seller_profile)]
+    else:
+        scenarios = scenario_set(eval_seeds(args.seeds), _csv(args.domains) if args.domains else None)
     config = EnvConfig(max_rounds=args.max_rounds, first_mover=args.first_mover)
     specs = [sp for s in sellers for sp in make_specs(s, s, buyers, scenarios, config)]
     settings = RunSettings({(s, b): episode_settings(config, agents[s].settings(), agents[b].settings(),
@@ -184,6 +191,15 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     from negolib.tournament import agent_summary, cross_table, ratings, run_tournament
 
     game = get_game(args.game)
+    if args.genius:
+        if args.game != "multi_issue":
+            print("error: --genius plays the multi_issue game only", file=sys.stderr)
+            return 2
+        from negolib.games.multi_issue import MultiIssueGame
+        from negolib.games.multi_issue.imported import load_imported
+
+        game = MultiIssueGame(scenarios=[load_imported(args.genius, discount=not args.no_discount,
+                                                       seller=args.seller_profile)])
     agents = _csv(args.agents) if args.agents else list(game.default_agents())
     if not args.agents:
         print(f"{game.name}: no --agents given; playing the game's default agents: {', '.join(agents)}")
@@ -228,6 +244,33 @@ def cmd_headline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_genius(args: argparse.Namespace) -> int:
+    from negolib.games.multi_issue.domains import get_domain
+    from negolib.games.multi_issue.genius import export_scenario, read_genius_folder
+    from negolib.games.multi_issue.imported import save_scenario_file
+    from negolib.games.multi_issue.scenarios import make_scenario
+
+    if args.genius_command == "export":
+        files = export_scenario(make_scenario(get_domain(args.domain), args.seed), args.out)
+        print("written: " + ", ".join(map(str, files)))
+        return 0
+    scenario = read_genius_folder(args.folder, seller=args.seller_profile)
+    path = save_scenario_file(scenario, args.out, source=str(args.folder))
+    d = scenario.domain
+    print(f"{d.name}: {len(d.issues)} issues ({', '.join(f'{i.name} {i.kind}' for i in d.issues)}); "
+          f"reservations {scenario.seller.reservation:g} / {scenario.buyer.reservation:g}, "
+          f"discounts {scenario.seller.discount:g} / {scenario.buyer.discount:g}; written: {path}")
+    return 0
+
+
+def _genius_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--genius", default="", help="play one imported scenario: a Genius folder or a scenario file "
+                   "from `genius import` (instead of the evaluation seeds)")
+    p.add_argument("--seller-profile", default=None, help="with a Genius folder: the seller's profile file "
+                   "(default: the file named *seller*, else the first by name)")
+    p.add_argument("--no-discount", action="store_true", help="play the imported scenario undiscounted")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="negolib", description="negobook: RL-trained negotiating sellers")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -247,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rounds", type=int, default=12)
     p.add_argument("--first-mover", choices=("seller", "buyer"), default="seller")
     p.add_argument("--agent-seed", type=int, default=0)
+    _genius_args(p)
     p.add_argument("--out", default="outputs/cli/transcripts.jsonl", help="transcript file (resumable)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_evaluate)
@@ -292,10 +336,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=8, help="seeds (bootstrap clusters) per stratum of the game")
     p.add_argument("--agent-seed", type=int, default=0, help="the agents' seed")
     p.add_argument("--out", required=True, help="output folder: matches.jsonl (resumable), CSV tables, figures")
+    _genius_args(p)
     p.add_argument("--retry-errors", action="store_true",
                    help="play again the matches holding error episodes (default: errors are final, left out)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_tournament)
+
+    genius = sub.add_parser("genius", help="Genius XML: export one of our scenarios, import a Genius folder"
+                            ).add_subparsers(dest="genius_command", required=True)
+    p = genius.add_parser("export", help="write a scenario's domain and both profiles as Genius XML")
+    p.add_argument("--domain", required=True, help="one of our domains (see `negolib domains`)")
+    p.add_argument("--seed", type=int, required=True, help="the scenario's seed")
+    p.add_argument("--out", required=True, help="output folder")
+    p.set_defaults(fn=cmd_genius)
+    p = genius.add_parser("import", help="convert a Genius scenario folder into a scenario file")
+    p.add_argument("folder", help="a folder with one Genius domain file and two profiles")
+    p.add_argument("--out", required=True, help="the scenario file to write (YAML)")
+    p.add_argument("--seller-profile", default=None, help="the seller's profile file (default: the file named "
+                   "*seller*, else the first by name)")
+    p.set_defaults(fn=cmd_genius)
     return ap
 
 

@@ -32,7 +32,7 @@ from negolib.agents.base import Agent, AgentReply
 from negolib.games.multi_issue.domains import Domain, Issue
 from negolib.games.multi_issue.env import PartyView
 from negolib.games.multi_issue.scenarios import PartyPrefs, other
-from negolib.games.multi_issue.utility import normalized_utility
+from negolib.games.multi_issue.utility import best_contract, normalized_utility
 
 _OPEN = ("Thanks for making time for this. ", "Good to meet you. ", "I'm glad we can talk this through. ")
 _COUNTER = ("I've looked at where we stand. ", "Thanks, that helps. ", "Let me come back with a proposal. ",
@@ -65,6 +65,8 @@ def concede(domain: Domain, prefs: PartyPrefs, target: float, order: Sequence[in
     Because U~ splits exactly by term, the bid's utility is 1 minus what was given up.
     """
     target = min(1.0, max(0.0, target))
+    if prefs.evaluations:
+        return _concede_imported(domain, prefs, target, order)
     give = 1.0 - target
     issues, weights = domain.issues, prefs.weights
     values: list[Any] = [None] * len(issues)
@@ -92,6 +94,32 @@ def concede(domain: Domain, prefs: PartyPrefs, target: float, order: Sequence[in
             else:
                 values[k] = pref
     return dict(zip(domain.issue_names, values)), min(1.0, max(0.0, 1.0 - given))
+
+
+def _concede_imported(domain: Domain, prefs: PartyPrefs, target: float,
+                      order: Sequence[int] | None) -> tuple[dict[str, Any], float]:
+    """:func:`concede` on an imported scenario: from the best contract, each term in ``order`` gives up
+    as much as the remaining allowance takes (a table term: its level losing the most within it; a
+    continuous term: partially along its linear evaluation)."""
+    bid = best_contract(domain, prefs)
+    give = normalized_utility(domain, prefs, bid) - target
+    for k in (order if order is not None else _weight_order(prefs)):
+        issue, w, ev = domain.issues[k], prefs.weights[k], prefs.evaluations[k]
+        if give <= 0 or w <= 0:
+            break
+        top = max(ev)
+        if issue.kind == "continuous":
+            c = min(give, w * (top - min(ev)))
+            frac = c / (w * (top - min(ev))) if top > min(ev) else 0.0
+            best_x = issue.hi if ev[1] >= ev[0] else issue.lo
+            bid[issue.name] = round(best_x + frac * ((issue.lo + issue.hi) - 2 * best_x), 2)
+        else:
+            ok = [j for j in range(len(ev)) if w * (top - ev[j]) <= give + 1e-12]
+            j = max(ok, key=lambda j: w * (top - ev[j]))
+            c = w * (top - ev[j])
+            bid[issue.name] = issue.levels[j]
+        give -= c
+    return bid, normalized_utility(domain, prefs, bid)
 
 
 def concession_bid(domain: Domain, prefs: PartyPrefs, target: float,

@@ -134,7 +134,11 @@ def _issues(view: PartyView) -> list[dict[str, Any]]:
                                     view.prefs.preferred):
         entry: dict[str, Any] = {"name": issue.name, "kind": issue.kind, "importance": _pct(w),
                                  "description": issue.description or issue.name.replace("_", " ")}
-        if issue.kind == "continuous":
+        if issue.kind == "table":  # an imported issue: its levels with this party's evaluations
+            ev = view.prefs.evaluations[len(out)]
+            entry.update(levels=list(issue.levels), worth=[f"{lv} {_pct(e) if e > 0 else '0%'}"
+                                                            for lv, e in zip(issue.levels, ev)])
+        elif issue.kind == "continuous":
             entry.update(lo=_num(issue.lo), hi=_num(issue.hi), unit_text=f" {issue.unit}" if issue.unit else "",
                          direction="higher" if sign > 0 else "lower")
         elif issue.kind == "categorical":
