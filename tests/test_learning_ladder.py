@@ -142,3 +142,26 @@ def test_eval_twin_pointed_at_initial_weights_shows_no_gain(trained, rung):
 
 def test_every_sabotage_has_a_twin():
     assert set(SABOTAGES) == {"env_mask_zero", "shuffle_rewards", "lr_zero", "eval_initial"}
+
+
+# -- the TRL rung: TRL's stock GRPOTrainer with our environment_factory (negolib.training.ladder_trl) ------------
+
+
+def test_trl_rung_learns_through_trls_environment_factory(tmp_path):
+    from negolib.training.ladder_trl import train_trl_rung
+
+    t = train_trl_rung(tmp_path, seed=SEED)
+    print(f"TRL rung: gain {t.train_gain}; step rewards {' '.join(f'{m:+.2f}' for m in t.step_means)}")
+    assert len(t.step_rewards) == t.spec.steps and all(len(r) == 32 for r in t.step_rewards)
+    assert t.train_gain.positive, f"late-minus-early reward gain {t.train_gain} does not exclude zero"
+    early, late = t.window_means()
+    assert late > early + 0.5 * (t.train_optimum - early)
+    assert max(r["kl"] for r in t.log) > 1e-3 and t.weight_change > 1e-3
+
+
+def test_trl_rung_lr_zero_twin_does_not_learn(tmp_path):
+    from negolib.training.ladder_trl import train_trl_rung
+
+    twin = train_trl_rung(tmp_path, seed=SEED, sabotage="lr_zero")
+    assert not twin.train_gain.positive, f"the lr-0 twin's reward rose {twin.train_gain}"
+    assert all(r["learning_rate"] == 0.0 for r in twin.log) and twin.weight_change == 0.0

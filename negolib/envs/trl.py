@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from negolib.agents.base import act_contained, error_text, reply_problem
+from negolib.agents.base import Agent, act_contained, error_text, reply_problem
 from negolib.envs.trl_games import SPLITS, GameBinding, binding
 from negolib.games import get_game
 from negolib.games.toolcalls import StructuredTurn
@@ -56,6 +56,7 @@ class NegotiationEnvironment:
     _game: ClassVar[Any]
     _factory: ClassVar[Any]
     _render: ClassVar[Any]
+    _opponent_agent: ClassVar[Any] = None  # an opponent handed over as an agent (shared by every instance)
 
     def __init__(self) -> None:
         self._episode: TrainableEpisode | None = None
@@ -79,7 +80,8 @@ class NegotiationEnvironment:
         self._resets += 1
         self._episode, self._error = self._factory(item, f"{key}|trl{self._resets}"), None
         if self._opponent is None:
-            self._opponent = self._game.make_agent(self.opponent_name, other_role(self.role), self.seed)
+            self._opponent = self._opponent_agent or self._game.make_agent(self.opponent_name, other_role(self.role),
+                                                                          self.seed)
         self._play_opponent()
         if self._error is not None or self._episode.done:
             return self._observation()
@@ -160,45 +162,55 @@ class NegotiationEnvironment:
         return f"{OVER}: {'a deal' if out.deal else 'no deal'} after {out.turns} turns. Your reward: {out.reward:.4f}."
 
 
-def environment_factory(game: str, opponent: str, *, role: str = "seller", seed: int = 0,
+def environment_factory(game: str, opponent: str | Agent, *, role: str = "seller", seed: int = 0,
                         **options: Any) -> type[NegotiationEnvironment]:
     """A class for TRL's ``environment_factory``: the policy plays ``role`` of ``game`` against the agent named
-    ``opponent`` (seeded with ``seed``); ``options`` are fields of the game's environment and reward configs (the
-    paper's game: :class:`~negolib.games.multi_issue.env.EnvConfig`, defaults its training environment). Raises
-    ``KeyError`` for an unknown game, ``ValueError`` for a role the game does not train or an unknown opponent and
-    ``TypeError`` for an unknown option, here rather than inside TRL."""
+    ``opponent`` (the game's, seeded with ``seed``, built once per instance; or an agent object, shared by every
+    instance); ``options`` are fields of the game's environment and reward configs (the paper's game:
+    :class:`~negolib.games.multi_issue.env.EnvConfig`, defaults its training environment). Raises ``KeyError`` for an
+    unknown game, ``ValueError`` for a role the game does not train or an unknown opponent and ``TypeError`` for an
+    unknown option, here rather than inside TRL."""
     bound = binding(game)
     if role not in bound.roles:
         raise ValueError(f"{game}: the policy plays {' or '.join(bound.roles)}, not {role!r}")
     factory, render = bound.episodes(role, options)
     the_game = get_game(game)
-    the_game.make_agent(opponent, other_role(role), seed)  # fail now on an unknown opponent
+    agent = None if isinstance(opponent, str) else opponent
+    if agent is None:
+        the_game.make_agent(opponent, other_role(role), seed)  # fail now on an unknown opponent
+    opponent_name = str(opponent) if agent is None else str(getattr(agent, "name", type(agent).__name__))
     name = "".join(part.title() for part in game.split("_")) + "Environment"
-    attrs = {"game_name": game, "opponent_name": opponent, "role": role, "seed": int(seed), "_binding": bound,
+    attrs = {"game_name": game, "opponent_name": opponent_name, "role": role, "seed": int(seed), "_binding": bound,
              "_game": the_game, "_factory": staticmethod(factory), "_render": staticmethod(render),
+             "_opponent_agent": agent,
              "__module__": __name__, "__doc__": f"{bound.tools.__doc__}\n\nAgainst {opponent!r} as the {role}."}
     return type(name, (bound.tools, NegotiationEnvironment), attrs)
 
 
-def scenario_keys(game: str, n: int, split: str = "train") -> list[str]:
-    """The first ``n`` scenario keys of ``split``: seed-major over the split's strata (every stratum once per seed)."""
+def scenario_keys(game: str, n: int, split: str = "train", strata: Sequence[str] | None = None) -> list[str]:
+    """The first ``n`` scenario keys of ``split``: seed-major over the split's strata (every stratum once per seed;
+    ``strata``: only these of them)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     bound = binding(game)
-    strata = bound.strata(split)
+    known = bound.strata(split)
+    if strata is not None and (not strata or set(strata) - set(known)):
+        raise ValueError(f"strata {list(strata)} are not among the {split} split's {list(known)}")
+    strata = tuple(strata) if strata is not None else known
     seeds = bound.seeds(split, -(-n // len(strata)))
     return [f"{stratum}|{seed}" for seed in seeds for stratum in strata][:n]
 
 
-def dataset(game: str, n: int, split: str = "train") -> Any:
-    """``n`` scenario rows of ``game``'s ``split`` as a ``datasets.Dataset``: ``prompt`` (:data:`ROW_PROMPT`, chat
-    form), ``game``, ``scenario_key`` and ``split``. Train, validation and test draw from disjoint seed blocks."""
+def dataset(game: str, n: int, split: str = "train", strata: Sequence[str] | None = None) -> Any:
+    """``n`` scenario rows of ``game``'s ``split`` (of ``strata`` only, when given) as a ``datasets.Dataset``:
+    ``prompt`` (:data:`ROW_PROMPT`, chat form), ``game``, ``scenario_key`` and ``split``. Train, validation and test
+    draw from disjoint seed blocks."""
     from datasets import Dataset
 
     return Dataset.from_list([{"prompt": [dict(m) for m in ROW_PROMPT], "game": game, "scenario_key": key,
-                               "split": split} for key in scenario_keys(game, n, split)])
+                               "split": split} for key in scenario_keys(game, n, split, strata)])
 
 
 def tool_schemas(environment: type) -> list[dict[str, Any]]:
