@@ -53,9 +53,20 @@ def check_spec(name: str, spec: AgentSpec) -> None:
 
 @dataclass
 class ModelCache:
-    """(model, tokenizer) pairs by (path, dtype, device), loaded once per process."""
+    """(model, tokenizer) pairs by (path, dtype, device), loaded once per process, and the one set of decode
+    buffers (:class:`negolib.agents.decode.KVPool`) the ``hf`` agents built through it share: they decode one at
+    a time, so one batch's buffers serve them all (a pool per agent held one batch's keys/values per arm)."""
 
     models: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict)
+    pool: Any = None
+
+    def kv_pool(self) -> Any:
+        """The shared :class:`~negolib.agents.decode.KVPool` (made on first use; imports torch)."""
+        if self.pool is None:
+            from negolib.agents.decode import KVPool
+
+            self.pool = KVPool()
+        return self.pool
 
     def get(self, path: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
         key = (str(path), dtype, device)
@@ -119,9 +130,11 @@ def local_agent(name: str, path: str, spec: AgentSpec, seed: int = 0, cache: Mod
         return VLLMAgent(path, sampling=sampling_config(spec, seed), scaffold=spec.scaffold, name=name,
                          render=render_messages, tensor_parallel_size=serving.tensor_parallel or 1,
                          gpu_memory_utilization=serving.gpu_memory_utilization or 0.9, **kw)
-    model, tok = (cache or ModelCache()).get(path, spec.dtype or "float32", spec.device or "cpu")
+    cache = cache or ModelCache()
+    model, tok = cache.get(path, spec.dtype or "float32", spec.device or "cpu")
     return HFAgent(model, tok, sampling_config(spec, seed), scaffold=spec.scaffold, name=name,
-                   max_batch=spec.batch_size or 16, model_name=spec.model or path, render=render_messages, **kw)
+                   max_batch=spec.batch_size or 16, model_name=spec.model or path, render=render_messages,
+                   kv_pool=cache.kv_pool(), **kw)
 
 
 def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | None = None,

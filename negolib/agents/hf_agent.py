@@ -162,12 +162,13 @@ class PrefixCache:
     entries go first). Only used for models whose cache is plain full attention.
     """
 
-    def __init__(self, max_tokens: int = 32_768) -> None:
+    def __init__(self, max_tokens: int = 32_768, keep_superseded: bool = False) -> None:
         self.max_tokens = max_tokens
+        self.keep_superseded = keep_superseded  # True: the behaviour before issue 28 (see :meth:`supersede`)
         self.entries: list[dict[str, Any]] = []  # {"ids": np.ndarray, "kv": [(k, v)] per layer, "used": int}
         self.fingerprint: Any = None
         self.clock = 0
-        self.hits = self.reused = self.computed = 0
+        self.hits = self.reused = self.computed = self.superseded = 0
 
     def check(self, fingerprint: Any) -> None:
         """Drop everything if the weights changed since the entries were computed."""
@@ -197,6 +198,27 @@ class PrefixCache:
         while self.entries and sum(len(e["ids"]) for e in self.entries) > self.max_tokens:
             self.entries.pop(0)
 
+    def supersede(self, matches: Sequence[tuple[dict[str, Any], int, Any]]) -> int:
+        """Drop the entries a call's prompts moved past; returns how many were dropped.
+
+        ``matches``: per prompt of one call, (entry it reused, common prefix length, ids stored for it or None).
+        An entry matched by exactly one prompt, which diverged from it (the evaluation scaffold re-renders a
+        prompt's tail every turn) and whose own ids were stored, holds nothing that prompt's new entry does not,
+        except the tail the episode left: a later prompt reuses the new entry instead. Keeping such entries until
+        the token cap evicts them doubled what an evaluation batch holds. ``keep_superseded`` turns this off.
+        """
+        if self.keep_superseded:
+            return 0
+        count: dict[int, int] = {}
+        for entry, _, _ in matches:
+            count[id(entry)] = count.get(id(entry), 0) + 1
+        dead = {id(e) for e, c, stored in matches
+                if count[id(e)] == 1 and stored is not None and c < len(e["ids"])}
+        before = len(self.entries)
+        self.entries = [e for e in self.entries if id(e) not in dead]
+        self.superseded += before - len(self.entries)
+        return before - len(self.entries)
+
     def clear(self) -> None:
         self.entries.clear()
 
@@ -210,7 +232,7 @@ class HFAgent(Agent):
                  scaffold: Scaffold = "evaluation", name: str = "hf", max_batch: int = 16,
                  prompt_cap: int | None = None, render: Render | None = None,
                  model_name: str | None = None, prefix_cache_tokens: int = 32_768,
-                 packed_prefill: bool = True) -> None:
+                 packed_prefill: bool = True, kv_pool: Any = None) -> None:
         if scaffold not in ("training", "evaluation"):
             raise ValueError(f"unknown scaffold {scaffold!r}; choose 'training' or 'evaluation'")
         self.model, self.tokenizer = model, tokenizer
@@ -227,7 +249,9 @@ class HFAgent(Agent):
         pad = tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else self.tags.stop_ids[0]
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
-        self._kv_pool: Any = None  # negolib.agents.decode.KVPool, made on first use (imports torch)
+        # The decode buffers (negolib.agents.decode.KVPool): ``kv_pool`` when given (one pool for every agent of
+        # a process: they decode one at a time, so one batch's buffers serve them all), else made on first use.
+        self.kv_pool: Any = kv_pool
         self.packed_prefill = packed_prefill  # prefill a batch's rows in packed forwards where the model allows
         self.stats = GenerationStats()
         # A prefill needs no logits (generate computes the last prompt token's): skip the LM head.
@@ -413,14 +437,15 @@ class HFAgent(Agent):
             return None
         pc = self.prefix_cache
         assert pc is not None
-        if self._kv_pool is None:
+        if self.kv_pool is None:
             from negolib.agents.decode import KVPool
 
-            self._kv_pool = KVPool()
+            self.kv_pool = KVPool()
         pc.check((id(self.model), sum(p._version for p in self.model.parameters())))
         arrays = [np.asarray(p[:-1], dtype=np.int64) for p in prompts]
         packed = self.packed_prefill and supports_packed_prefill(self.model)
         rows: list[Any] = [None] * len(prompts)
+        matches: list[tuple[dict[str, Any], int, Any]] = []  # (entry reused, its length reused, ids stored)
         pending = list(range(len(prompts)))
         with torch.inference_mode():
             while pending:
@@ -439,17 +464,20 @@ class HFAgent(Agent):
                 states = self._prefill([(arrays[i], *wave[i]) for i in wave], packed, device)
                 if states is None:  # e.g. a model training with gradient checkpointing
                     return None
-                for (i, (c, _)), kv in zip(wave.items(), states):
+                for (i, (c, entry)), kv in zip(wave.items(), states):
                     ids = arrays[i]
                     pc.hits += c > 0  # a cached prefix was reused
                     pc.reused, pc.computed = pc.reused + c, pc.computed + len(ids) - c
                     if c < len(ids):
                         pc.store(ids, kv)
+                    if entry is not None:
+                        matches.append((entry, c, ids if c < len(ids) else None))
                     rows[i] = kv
                 pending = later
+            pc.supersede(matches)
             batch = DynamicCache(config=self.model.config)
             capacity = width - 1 + self.sampling.max_new_tokens + 1
-            batch.layers = self._kv_pool.layers(rows, width - 1, capacity)
+            batch.layers = self.kv_pool.layers(rows, width - 1, capacity)
         return batch
 
     def _prefill(self, rows: list[tuple[Any, int, Any]], packed: bool, device: Any
