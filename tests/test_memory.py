@@ -108,3 +108,16 @@ def test_bench_memory_dry_run_prints_both_peaks_and_ratios(tmp_path):
     assert set(res["phases"]) == {"eval", "grpo"} and set(res["ratios"]) == {"eval", "grpo"}
     assert all(v["peak_gb"] > 0 for p in res["phases"].values() for v in p.values())
     assert proc.stdout.count("MEMORY:") == 2
+    # the levers change no result: every record, token and log-prob of the wave; the GRPO step's trained weights
+    assert res["identical"] == {"eval": True, "grpo": True}
+    assert res["phases"]["grpo"]["fixed"]["gradient_checkpointing"] is True
+    assert res["phases"]["grpo"]["legacy"]["gradient_checkpointing"] is False
+
+
+def test_the_default_profiles_grpo_run_checkpoints_gradients():
+    """Notebook 03's run trains micro-batches of four ~1.5k-token episodes: without gradient checkpointing their
+    activations alone took ~8 GB."""
+    from negolib.params import load_params, train_config
+
+    params = load_params(ROOT / "params" / "default.yaml")
+    assert train_config(params, "smollm2_grpo").gradient_checkpointing is True
