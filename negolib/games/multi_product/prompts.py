@@ -8,7 +8,9 @@ messages left, what is sold, the open products and buyers, and why the last mess
 asked with, its four-part text as the assistant's (a refused one as it was written, cleaned), and the addressed
 buyer's answer opening the next user message. Text only, for every backend; pure functions of a
 :class:`~.env.SellerView`; a buyer's words arrive as one quoted line (:func:`negolib.crossing.quoted`), each only in
-the answer to a message to that buyer.
+the answer to a message to that buyer. :func:`buyer_messages` is a buyer's one-turn prompt (its valuations, the list
+prices, its thread, the offer and its standing offers; the answer format), for a buyer the game's scripted buyers do
+not play (e.g. a policy stepping the buyer role through :mod:`negolib.envs`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from negolib.crossing import quoted
 from negolib.games.multi_buyer.prompts import check_past_turn, refusals_before, seller_turn_message
-from negolib.games.multi_product.env import SellerView, ThreadEntry
+from negolib.games.multi_product.env import BuyerView, SellerView, ThreadEntry
 from negolib.games.multi_product.protocol import ACCEPT, DECLINE, MAX_MESSAGE_CHARS, Offer, format_message
 from negolib.games.multi_product.scenarios import buyer_id, product_id
 from negolib.games.toolcalls import money
@@ -126,4 +128,33 @@ def chat_messages(view: SellerView, tool_format: str = "text", drop: int = 0) ->
     return msgs
 
 
-__all__ = ["EXAMPLE", "answer_text", "chat_messages", "own_turns", "past_view", "system_prompt", "turn_message"]
+def buyer_messages(view: BuyerView) -> Chat:
+    """A buyer's prompt for its answer to this turn's offer (see the module docstring); the seller's words arrive
+    quoted."""
+    me = buyer_id(view.buyer)
+    catalog = [f"- {product_id(k)}: list price {money(p)}, your value {money(v)}"
+               for k, (p, v) in enumerate(zip(view.list_prices, view.valuations))]
+    system = "\n".join([
+        f"You are {me}, a buyer in a market of {len(view.list_prices)} substitutable products; you buy at most one.",
+        "The products, with their public list prices and your private values (the seller knows no value):",
+        *catalog,
+        "Your gain is your value of the product you buy minus its price. An offer you decline stands until its product "
+        "sells or you buy.",
+        f"Answer each offer with {ACCEPT} or {DECLINE} alone on the first line, then, optionally, a short message.",
+    ])
+    said = [f"turn {e.turn}: the seller offered {product_id(e.product)} at {money(e.price)}"
+            + (f" and wrote: {quoted(e.message)}" if e.message else "") if e.role == "seller" else
+            f"turn {e.turn}: you answered {ACCEPT if e.accept else DECLINE}" for e in view.thread[:-1]
+            if e.product is not None or e.role == "buyer"]
+    standing = [f"{product_id(k)} at {money(p)}" for k, p in sorted(view.standing.items())]
+    offer, last = view.offer, view.thread[-1] if view.thread else None
+    words = f" The seller wrote: {quoted(last.message)}" if last is not None and last.message else ""
+    user = "\n".join([*(["Your thread so far:", *said] if said else []),
+                      f"Offers you hold: {', '.join(standing) or 'none'}.",
+                      f"The seller offers you {product_id(offer.product)} at {money(offer.price)}.{words}",
+                      f"Answer {ACCEPT} or {DECLINE} on the first line."])
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+__all__ = ["EXAMPLE", "answer_text", "buyer_messages", "chat_messages", "own_turns", "past_view", "system_prompt",
+           "turn_message"]
