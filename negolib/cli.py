@@ -15,7 +15,9 @@ Commands:
   scenario file (``--genius`` on ``evaluate`` and ``tournament --game multi_issue`` plays either; docs/genius.md);
 * ``tournament``: a round robin of a registered game's agents (resumable; without ``--agents``, the game's
   default agents): cross-table, per-agent summary and Bradley-Terry ratings with seed-cluster intervals,
-  written as CSV files and figures.
+  written as CSV files and figures;
+* ``serve``: a registered game behind OpenEnv's server API (HTTP and WebSocket sessions; loopback by default;
+  needs the ``envs`` extra).
 """
 
 from __future__ import annotations
@@ -271,6 +273,16 @@ def _genius_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-discount", action="store_true", help="play the imported scenario undiscounted")
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from negolib.envs.openenv_server import serve
+    except ImportError as exc:
+        raise ValueError(f"serving needs the envs extra (pip install -e '.[envs]'): {exc}") from None
+    print(f"serving {args.game} (OpenEnv API) on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    serve(args.game, host=args.host, port=args.port, max_sessions=args.max_sessions, opponent=args.opponent)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="negolib", description="negobook: RL-trained negotiating sellers")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -355,6 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seller-profile", default=None, help="the seller's profile file (default: the file named "
                    "*seller*, else the first by name)")
     p.set_defaults(fn=cmd_genius)
+
+    p = sub.add_parser("serve", help="serve a game with OpenEnv's server API (reset/step/state/schema, WebSocket)")
+    p.add_argument("--game", required=True, help="a registered game (see `negolib games`)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-sessions", type=int, default=64, help="concurrent WebSocket sessions allowed")
+    p.add_argument("--opponent", default=None, help="the default built-in opponent (a reset may name another)")
+    p.set_defaults(fn=cmd_serve)
     return ap
 
 

@@ -154,3 +154,21 @@ def one_step_recipe(recipe: Any, **over: Any) -> Any:
     return replace(recipe, scenarios_per_step=2, rollouts_per_scenario=2, micro_batch_size=4, max_steps=1,
                    save_every=1, max_new_tokens=12, max_prompt_tokens=4096, max_context_tokens=8192,
                    learning_rate=1e-3, seed=3, **over)
+
+
+def text_agents(game: str, kit: Any, seed: int) -> tuple[Any, Any]:
+    """A scripted seller and buyer of ``game`` whose turns are plain text (as a language model writes them)."""
+    g = kit.game
+    if game == "bilateral":
+        from negolib.games.bilateral.scripted import make_scripted
+
+        return make_scripted("linear", "seller", seed, surface="text"), make_scripted("boulware", "buyer", seed,
+                                                                                     surface="text")
+    if game == "multi_buyer":
+        from negolib.games.multi_buyer.buyers import ScriptedBuyers
+        from negolib.games.multi_buyer.sellers import make_seller
+
+        return make_seller("probe_all", seed, surface="text"), ScriptedBuyers("pool@buyer", None, seed, surface="text")
+    if game == "multi_issue":
+        return g.make_agent("linear", "seller", seed), g.make_agent("boulware", "buyer", seed)
+    return g.make_agent("greedy", "seller", seed), g.make_agent("pool", "buyer", seed)

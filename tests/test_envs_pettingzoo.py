@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any
 
 import pytest
 
@@ -14,6 +13,7 @@ pytest.importorskip("gymnasium")
 pytest.importorskip("pettingzoo")
 
 import gymnasium  # noqa: E402
+from game_helpers import text_agents  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 from pettingzoo.test import api_test, seed_test  # noqa: E402
 
@@ -24,24 +24,6 @@ from negolib.envs import pettingzoo as pz_envs  # noqa: E402
 from negolib.envs.core import TextEpisode, game_kit  # noqa: E402
 
 GAMES = ("multi_issue", "bilateral", "multi_buyer", "multi_product")
-
-
-def text_agents(game: str, kit: Any, seed: int) -> tuple[Any, Any]:
-    """A scripted seller and buyer of ``game`` whose turns are plain text (as a language model writes them)."""
-    g = kit.game
-    if game == "bilateral":
-        from negolib.games.bilateral.scripted import make_scripted
-
-        return make_scripted("linear", "seller", seed, surface="text"), make_scripted("boulware", "buyer", seed,
-                                                                                     surface="text")
-    if game == "multi_buyer":
-        from negolib.games.multi_buyer.buyers import ScriptedBuyers
-        from negolib.games.multi_buyer.sellers import make_seller
-
-        return make_seller("probe_all", seed, surface="text"), ScriptedBuyers("pool@buyer", None, seed, surface="text")
-    if game == "multi_issue":
-        return g.make_agent("linear", "seller", seed), g.make_agent("boulware", "buyer", seed)
-    return g.make_agent("greedy", "seller", seed), g.make_agent("pool", "buyer", seed)
 
 
 @pytest.mark.parametrize("game", GAMES)
@@ -137,3 +119,14 @@ def test_gymnasium_bad_turns_are_contained_and_options_are_checked() -> None:
         gym_envs.env("multi_buyer", turn_budget=3)
     with pytest.raises(ValueError, match="no agent"):
         gym_envs.env("bilateral", opponent="nobody")
+
+
+def test_the_docs_examples_run() -> None:
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "pettingzoo.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, str(doc), "exec"), {})  # noqa: S102 - the page's own examples
