@@ -368,9 +368,12 @@ def test_factory_passes_no_training_cap(tiny, monkeypatch):
     from negolib.agents import factory
     from negolib.params import AgentSpec, Sampling
 
-    class Cache:
+    class Cache:  # ModelCache's interface: the model, and the shared decode buffers (None: the agent's own)
         def get(self, *a):
             return tiny
+
+        def kv_pool(self):
+            return None
 
     spec = AgentSpec(backend="hf", model="x", sampling=Sampling(max_new_tokens=50))
     assert factory.local_agent("s", "x", spec, cache=Cache()).prompt_cap == 8192 - 50

@@ -1,8 +1,9 @@
-"""The games in other ecosystems' environment APIs: TRL's ``environment_factory`` (:mod:`negolib.envs.trl`), OpenEnv (:mod:`negolib.envs.openenv_server`), PettingZoo
-(:mod:`negolib.envs.pettingzoo`) and Gymnasium (:mod:`negolib.envs.gymnasium`), over one text-episode core
-(:mod:`negolib.envs.core`). Each adapter imports its optional package only when imported itself; importing this
-package registers the Gymnasium ids of :data:`GYM_IDS` (``gymnasium.make("negobook/MultiIssue-v0")``) when
-gymnasium is installed, without importing any game (the entry point is a string, resolved by ``make``).
+"""The games in other ecosystems' environment APIs: TRL's ``environment_factory``
+(:mod:`negolib.envs.trl`), OpenEnv (:mod:`negolib.envs.openenv_server`), PettingZoo (:mod:`negolib.envs.pettingzoo`)
+and Gymnasium (:mod:`negolib.envs.gymnasium`), over one text-episode core (:mod:`negolib.envs.core`) and the games'
+training adapters. Each adapter imports its optional package only when imported itself; importing this package
+registers the Gymnasium ids of :data:`GYM_IDS` (``gymnasium.make("negobook/MultiIssue-v0")``) when gymnasium is
+installed, without importing any game (the entry point is a string, resolved by ``make``).
 """
 
 from __future__ import annotations
