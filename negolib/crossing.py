@@ -77,8 +77,13 @@ def clean_prose(text: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """:func:`clean_prose` of ``text`` on one line (every run of whitespace one space)."""
-    return " ".join(clean_prose(text).split())
+    """:func:`clean_prose` of ``text`` on one line (every run of whitespace one space), repeated to a fixed point:
+    joining lines can bring a tag's pieces together again (``<|im_`` CR ``end|>``)."""
+    while True:
+        out = " ".join(clean_prose(text).split())
+        if out == text:
+            return out
+        text = out
 
 
 def quoted(text: str) -> str:

@@ -29,7 +29,7 @@ EXPECTED = {
     "05_results": ["Primary family", "Table 1", "Gain differences behind contribution", "Table 2",
                    "Where the seller", "Integrative terms", "Late closes", "Openings", "image/png"],
     "06_appendix_b_c": ["Table 3", "Table 4", "Held-out panel", "Continuation gains labelled in Figure 3",
-                        "Deal rate by domain", "Frontier sellers and 31B@56", "Held-out-panel extension",
+                        "Deal rate by domain", "Frontier sellers, 31B@56", "Held-out-panel extension",
                         "image/png"],
     "07_appendix_d_e": ["Training diagnostics", "KL to the initial policy at the read step", "Prespecified guards",
                         "Table 5", "LR arm by buyer", "Table 6", "Style diagnostics", "Walk-aways",
