@@ -388,7 +388,8 @@ def write_index(params: Params, paths: BookPaths, result: BookResult | None = No
     if result is not None:
         md += [f"Book run: {result.duration_s:.0f} s (budget {result.budget_s:.0f} s)"
                + (f"; **failed**: {result.error}" if result.error else ""), ""]
-    md += headline_box(paths)
+    box = headline_box(paths)
+    md += box
     md += ["## Notebooks", "", "| notebook | status | seconds | finished |", "|---|---|---|---|"]
     for n, s in nbs:
         link = f"[{n}](notebooks/{n}.ipynb)" if (paths.notebooks / f"{n}.ipynb").exists() else n
@@ -401,7 +402,7 @@ def write_index(params: Params, paths: BookPaths, result: BookResult | None = No
            f"(`{_rel(params.paper_reported_path, root)}`); every other number is computed from this run's "
            "transcripts and logs.", ""]
     (root / "index.md").write_text("\n".join(md))
-    (root / "index.html").write_text(_index_html(params, paths, nbs, tables, figures, result))
+    (root / "index.html").write_text(_index_html(params, paths, nbs, tables, figures, result, box))
     return root / "index.md"
 
 
@@ -427,7 +428,8 @@ def _markdown_box_html(lines: list[str]) -> str:
 
 
 def _index_html(params: Params, paths: BookPaths, nbs: list[tuple[str, dict]], tables: list[Path],
-                figures: list[Path], result: BookResult | None) -> str:
+                figures: list[Path], result: BookResult | None, box: list[str]) -> str:
+    """The index as HTML; ``box``: the :func:`headline_box` lines :func:`write_index` already read."""
     e = html.escape
     rows = "".join(
         f"<tr><td><a href='notebooks/{e(n)}.ipynb'>{e(n)}</a></td><td>{e(str(s.get('status', '')))}</td>"
@@ -446,7 +448,7 @@ def _index_html(params: Params, paths: BookPaths, nbs: list[tuple[str, dict]], t
             "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 8px}"
             "</style></head><body>"
             f"<h1>negobook: profile <code>{e(params.profile)}</code></h1><p>{e(params.description)}</p>{status}"
-            f"{_markdown_box_html(headline_box(paths))}<h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th><th>finished</th></tr>"
+            f"{_markdown_box_html(box)}<h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th><th>finished</th></tr>"
             f"{rows}</table><h2>Tables</h2><ul>{tabs or '<li>(none yet)</li>'}</ul>"
             f"<h2>Figures</h2>{figs or '<p>(none yet)</p>'}"
             "<p>Columns labelled <code>paper: ...</code> are the paper's reported numbers; every other number "
