@@ -52,5 +52,7 @@ def test_tables_show_the_papers_values_beside_ours(tmp_path):
     topo = topology_table(size_topology(p), paper)
     assert topo.frame.loc["Gemma 4 31B", "paper: train TP"] == 4 and topo.frame.loc["Gemma 4 31B",
                                                                                      "eval: accelerators (TP)"] == "4"
+    for size, row in topo.frame.iterrows():  # the paper profile trains every size at the paper's Table 8 topology
+        assert row["train: TP"] == str(row["paper: train TP"]), size
     for t in (h, topo):
         assert t.save(tmp_path)
