@@ -2,6 +2,7 @@
 
 :func:`save_scenario_file` writes what :func:`negolib.games.multi_issue.genius.read_genius_folder`
 read; :func:`load_scenario_file` reads it back strictly (errors name the file and the field);
+:func:`parse_scenario` reads the mapping (a frozen evaluation protocol embeds it);
 :func:`load_imported` takes either a Genius folder or such a file, which is what ``--genius`` accepts.
 The file::
 
@@ -84,8 +85,8 @@ def _number(x: Any, source: str, where: str) -> float:
     return float(x)
 
 
-def _parse_party(raw: Any, domain: Domain, role: Role, source: str) -> PartyPrefs:
-    where = f"parties.{role}"
+def _parse_party(raw: Any, domain: Domain, role: Role, source: str, prefix: str = "") -> PartyPrefs:
+    where = f"{prefix}parties.{role}"
     if not isinstance(raw, dict):
         raise ValidationError(source, where, "must be a mapping")
     unknown = set(raw) - {"profile", "reservation", "discount", "weights", "evaluations"}
@@ -128,20 +129,25 @@ def _parse_party(raw: Any, domain: Domain, role: Role, source: str) -> PartyPref
     return PartyPrefs(role, w, tuple(signs), tuple(preferred), reservation, tuple(table), discount)
 
 
-def load_scenario_file(path: str | Path) -> Scenario:
-    """An imported scenario from its YAML file (seed 0)."""
-    source = str(path)
-    data = load_yaml(path)
+def parse_scenario(data: Any, source: str, where: str = "") -> Scenario:
+    """An imported scenario from the file's mapping (seed 0); errors name ``source`` and the field under ``where``."""
+    prefix = f"{where}." if where else ""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValidationError(source, "format", f"must be {FORMAT!r} (write the file with `negolib genius import`)")
+        raise ValidationError(source, f"{prefix}format",
+                              f"must be {FORMAT!r} (write the file with `negolib genius import`)")
     unknown = set(data) - {"format", "source", "domain", "parties"}
     if unknown:
-        raise ValidationError(source, "<top>", f"unknown keys {sorted(unknown)}")
-    domain = parse_domain(data.get("domain"), f"{source}: domain", imported=True)
+        raise ValidationError(source, where or "<top>", f"unknown keys {sorted(unknown)}")
+    domain = parse_domain(data.get("domain"), f"{source}: {prefix}domain", imported=True)
     parties = data.get("parties")
     if not isinstance(parties, dict) or set(parties) != set(ROLES):
-        raise ValidationError(source, "parties", "must map exactly 'seller' and 'buyer'")
-    return Scenario(domain, 0, *(_parse_party(parties[r], domain, r, source) for r in ROLES))
+        raise ValidationError(source, f"{prefix}parties", "must map exactly 'seller' and 'buyer'")
+    return Scenario(domain, 0, *(_parse_party(parties[r], domain, r, source, prefix) for r in ROLES))
+
+
+def load_scenario_file(path: str | Path) -> Scenario:
+    """An imported scenario from its YAML file (seed 0)."""
+    return parse_scenario(load_yaml(path), str(path))
 
 
 def load_imported(path: str | Path, discount: bool = True, seller: str | None = None) -> Scenario:
@@ -154,4 +160,4 @@ def load_imported(path: str | Path, discount: bool = True, seller: str | None = 
                                buyer=dataclasses.replace(scenario.buyer, discount=1.0))
 
 
-__all__ = ["FORMAT", "load_imported", "load_scenario_file", "save_scenario_file", "scenario_dict"]
+__all__ = ["FORMAT", "load_imported", "load_scenario_file", "parse_scenario", "save_scenario_file", "scenario_dict"]

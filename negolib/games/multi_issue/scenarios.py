@@ -9,13 +9,14 @@ three orders of magnitude above every training seed (the paper quotes seed 50000
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from negolib.games.multi_issue.domains import Domain, load_domains
+from negolib.games.multi_issue.domains import Domain, get_domain, load_domains
 
 Role = Literal["seller", "buyer"]
 ROLES: tuple[Role, Role] = ("seller", "buyer")
@@ -142,15 +143,30 @@ def validation_seeds(n: int) -> list[int]:
     return list(VALIDATION_SEED_BLOCK[:n])
 
 
-def scenario_set(seeds: Iterable[int], domains: Iterable[str] | None = None) -> list[Scenario]:
-    """Every (domain, seed) scenario, domain-major. Default domains: all nine shipped."""
-    doms = load_domains()
-    names = list(domains) if domains is not None else list(doms)
-    unknown = [n for n in names if n not in doms]
+def scenario_set(seeds: Iterable[int], domains: Iterable[str] | None = None,
+                 imported: Mapping[str, Scenario] | None = None) -> list[Scenario]:
+    """Every (domain, seed) scenario, domain-major. Default domains: all nine shipped, then every imported one.
+
+    ``imported``: fixed (Genius) scenarios by name; such a domain plays its one scenario at every seed (the
+    preferences stay fixed, the seed indexes the replicate, as a drawn domain's seed indexes its draw)."""
+    doms, imported = load_domains(), imported or {}
+    names = list(domains) if domains is not None else [*doms, *imported]
+    unknown = [n for n in names if n not in doms and n not in imported]
     if unknown:
-        raise ValueError(f"unknown domains {unknown}; known: {sorted(doms)}")
+        raise ValueError(f"unknown domains {unknown}; known: {sorted(doms)}"
+                         + (f", imported: {sorted(imported)}" if imported else ""))
     seeds = list(seeds)
-    return [make_scenario(doms[n], s) for n in names for s in seeds]
+    return [replace(imported[n], seed=int(s)) if n in imported else make_scenario(doms[n], s)
+            for n in names for s in seeds]
+
+
+def lookup_scenario(domain: str, seed: int, imported: Mapping[str, Scenario] | None = None,
+                    directory: str | Path | None = None) -> Scenario:
+    """The scenario a record names: an imported one by its domain name (its fixed preferences, at ``seed``), else
+    the drawn ``(domain, seed)`` of the domains in ``directory`` (default: the shipped ones)."""
+    if imported and domain in imported:
+        return replace(imported[domain], seed=int(seed))
+    return make_scenario(get_domain(domain, directory), int(seed))
 
 
 def evaluation_set(n_seeds: int = EVAL_SEEDS_PER_DOMAIN) -> list[Scenario]:
