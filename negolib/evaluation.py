@@ -48,10 +48,17 @@ from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.env import EnvConfig
 from negolib.games.multi_issue.metrics import ARM_TABLE_METRICS, METRICS, Metric, buyer_split, get_metric, infer_buyers
 from negolib.games.multi_issue.rollout import EpisodeSpec, RolloutResult, make_specs, run_episodes
-from negolib.games.multi_issue.scenarios import EVAL_SEED_START, EVAL_SEEDS_PER_DOMAIN, TRAIN_SEED_BLOCK, scenario_set
+from negolib.games.multi_issue.scenarios import (
+    EVAL_SEED_START,
+    EVAL_SEEDS_PER_DOMAIN,
+    TRAIN_SEED_BLOCK,
+    Scenario,
+    scenario_set,
+)
 from negolib.paired import cluster_sums
 from negolib.params import BACKENDS as PROFILE_BACKENDS
 from negolib.params import load_yaml, spec_dict, to_dict
+from negolib.profile_genius import check_protocol_genius, genius_from_dict, genius_to_dict, imported_scenarios
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.transcripts import (
     RunSettings,
@@ -123,7 +130,8 @@ class Protocol:
 
     ``buyers`` maps each buyer name to its agent spec; ``primary`` lists the prespecified family
     as ``(arm_a, arm_b)`` pairs (S of arm_a minus S of arm_b, Holm-corrected). ``source`` names the
-    file the protocol came from, for error messages only (not serialized, not hashed).
+    file the protocol came from, for error messages only (not serialized, not hashed). ``genius``: imported
+    scenarios by name (:mod:`negolib.profile_genius`), which ``domains`` may name; embedded in the file.
     """
 
     name: str
@@ -141,6 +149,7 @@ class Protocol:
     max_rounds: int = 12
     description: str = ""
     accept_needs_offer: bool = True
+    genius: Mapping[str, Scenario] = field(default_factory=dict)
     source: str = field(default="<Protocol>", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -238,7 +247,8 @@ def _validate(p: Protocol) -> None:
     """Semantic checks of a protocol; errors name ``p.source``, the field and the allowed values."""
     src = p.source
     _check_name(p.name, src, "name")
-    known = set(load_domains())
+    check_protocol_genius(p.genius, src)
+    known = set(load_domains()) | set(p.genius)
     bad = sorted(set(p.domains) - known)
     if bad or not p.domains or len(set(p.domains)) != len(p.domains):
         _fail(src, "domains", f"must be distinct known domains; unknown {bad}; allowed: {sorted(known)}")
@@ -320,6 +330,7 @@ def protocol_to_dict(p: Protocol) -> dict[str, Any]:
         "accept_applies_terms": p.accept_applies_terms, "max_rounds": p.max_rounds,
         # written only when it departs from our rule, so protocols frozen before the field keep their hash
         **({} if p.accept_needs_offer else {"accept_needs_offer": False}),
+        **({"genius": genius_to_dict(p.genius)} if p.genius else {}),
     }
 
 
@@ -381,7 +392,7 @@ def _str_list(data: Mapping[str, Any], key: str, source: str, where: str, defaul
 _ARM_KEYS = ("name", "seller", "sampling", "scaffold", "notes", "n_seeds", "domains", "first_mover")
 _TOP_KEYS = ("name", "description", "seeds", "domains", "held_out_domain", "buyers", "arms", "metrics",
              "primary", "alpha", "n_resamples", "bootstrap_seed", "accept_applies_terms", "max_rounds",
-             "accept_needs_offer")
+             "accept_needs_offer", "genius")
 
 
 def _arm_from_dict(raw: Any, source: str, i: int) -> ArmSpec:
@@ -432,7 +443,7 @@ def protocol_from_dict(data: Any, source: str = "<dict>") -> Protocol:
         accept_applies_terms=_get(data, "accept_applies_terms", bool, source, "accept_applies_terms", False),
         max_rounds=_get(data, "max_rounds", int, source, "max_rounds", 12),
         accept_needs_offer=_get(data, "accept_needs_offer", bool, source, "accept_needs_offer", True),
-        source=source,
+        genius=genius_from_dict(data.get("genius"), source), source=source,
     )
 
 
@@ -495,10 +506,10 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
     ``evaluation.held_out_domain`` names, else the one flagged ``held_out`` among the evaluated domains.
     """
     ev, st = params.evaluation, params.statistics
-    doms = load_domains()
-    domains = tuple(ev.domains) if ev.domains else tuple(doms)
+    doms, genius = load_domains(), imported_scenarios(getattr(ev, "genius", None))
+    domains = tuple(ev.domains) if ev.domains else (*doms, *genius)
     named = getattr(ev, "held_out_domain", None)  # the profile names it when two are flagged
-    held = [named] if named else [d for d in domains if doms[d].held_out]
+    held = [named] if named else [d for d in domains if d in doms and doms[d].held_out]
     out_arms = []
     for a in arms if arms is not None else params.eval_arms():
         spec = params.arms[a]
@@ -514,7 +525,7 @@ def protocol_from_params(params: Any, arms: Sequence[str] | None = None, name: s
     return Protocol(name or params.profile, tuple(out_arms), buyers, domains, held[0] if held else None,
                     SeedBlock(EVAL_SEED_START, ev.seeds_per_domain), ARM_TABLE_METRICS, primary, st.alpha,
                     st.n_resamples, st.seed, False, ev.max_rounds, params.description,
-                    accept_needs_offer=ev.accept_needs_offer, source=str(params.source))
+                    accept_needs_offer=ev.accept_needs_offer, genius=genius, source=str(params.source))
 
 
 HELD_OUT_EXTENSION = "held_out_extension"
@@ -755,7 +766,7 @@ def build_specs(protocol: Protocol, arms: Sequence[str] | None = None,
     for arm in chosen:
         key = (arm.n_seeds, arm.domains)
         if key not in cache:
-            cache[key] = scenario_set(seeds[:arm.n_seeds], arm.domains or protocol.domains)
+            cache[key] = scenario_set(seeds[:arm.n_seeds], arm.domains or protocol.domains, protocol.genius)
         specs += make_specs(arm.name, arm.name, buyers, cache[key], protocol.env_config(arm))
     return specs
 

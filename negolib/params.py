@@ -63,7 +63,8 @@ from negolib.game_params import (
 )
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.scripted import STRATEGIES
-from negolib.schema import build, convert, type_name
+from negolib.profile_genius import GeniusSource, check_genius, check_genius_names
+from negolib.schema import convert, type_name
 from negolib.training.config import LessonConfig, TrainConfig, WarmupConfig
 
 PaperSize = Literal["E2B", "E4B", "12B", "31B"]
@@ -92,7 +93,8 @@ class EvaluationParams:
     ``accept_needs_offer``: the ACCEPT rule of the evaluation and, unless a run's ``config`` sets its own, of
     training. False is the paper's (any ACCEPT closes the deal on the current ledger, §3); True is ours (an ACCEPT
     closes only when the counterpart's last turn parsed as a COUNTER, else it is an invalid action counted as a bad
-    parse: :mod:`negolib.games.multi_issue.env`). ``accept_rule_why``: why the profile plays that rule.
+    parse: :mod:`negolib.games.multi_issue.env`). ``accept_rule_why``: why the profile plays that rule. ``genius``:
+    imported (Genius/ANAC) scenarios by name (:mod:`negolib.profile_genius`), which ``domains`` may name.
     """
 
     buyers: list[str]
@@ -109,6 +111,7 @@ class EvaluationParams:
     held_out_extension: bool = False
     accept_needs_offer: bool = True
     accept_rule_why: str = ""
+    genius: dict[str, GeniusSource] | None = None
 
 
 @dataclass(frozen=True)
@@ -314,21 +317,16 @@ class Params:
 def _convert(value: Any, tp: Any, source: str, where: str) -> Any:
     """:func:`negolib.schema.convert` with a profile's rules: an agent spec anywhere gets the checks of arms and
     buyers (:func:`check_agent`); ``source`` and ``root`` are never read from the file."""
-    return convert(value, tp, source, where, hooks={AgentSpec: check_agent}, reserved=_RESERVED)
-
-
-def _build(cls: type, data: Any, source: str, where: str) -> Any:
-    """:func:`negolib.schema.build` with a profile's rules (see :func:`_convert`)."""
-    return build(cls, data, source, where, hooks={AgentSpec: check_agent}, reserved=_RESERVED)
+    return convert(value, tp, source, where, hooks=_HOOKS, reserved=_RESERVED)
 
 
 _RESERVED = {"source", "root"}
+_HOOKS = {AgentSpec: check_agent, GeniusSource: check_genius}
 
 
 # ---------------------------------------------------------------------------------------------
 # Cross-field validation
 # ---------------------------------------------------------------------------------------------
-
 
 
 def _unique(items: list[Any], src: str, where: str) -> None:
@@ -351,7 +349,7 @@ def _positive(value: float | None, src: str, where: str, lo: float = 1, strict: 
 def _check_held_out(p: Params, domains: list[str]) -> None:
     """At most one evaluated domain is flagged held out, unless ``evaluation.held_out_domain`` names it."""
     doms = load_domains()
-    held = [d for d in domains if doms[d].held_out]
+    held = [d for d in domains if d in doms and doms[d].held_out]  # an imported scenario is never held out
     named = p.evaluation.held_out_domain
     if named is None:
         if len(held) > 1:
@@ -379,8 +377,9 @@ def _check_budgets(p: Params) -> None:
 
 def _cross_check(p: Params) -> None:
     src = p.source
-    known_domains = _domain_names()
     ev = p.evaluation
+    check_genius_names(ev.genius, src, "evaluation.genius")
+    known_domains = set(load_domains()) | set(ev.genius or {})
     for key in ("domains", "lm_domains", "arms"):
         if getattr(ev, key) == []:
             raise ValidationError(src, f"evaluation.{key}", "is empty; omit the key (or write null) for all "
@@ -398,7 +397,7 @@ def _cross_check(p: Params) -> None:
     if outside:
         raise ValidationError(src, "evaluation.lm_domains", f"{outside} are not among evaluation.domains {evaluated}")
     _check_held_out(p, evaluated)
-    if ev.held_out_extension and not any(load_domains()[d].held_out for d in evaluated):
+    if ev.held_out_extension and not any(getattr(load_domains().get(d), "held_out", False) for d in evaluated):
         raise ValidationError(src, "evaluation.held_out_extension", f"is true, but none of the evaluated domains "
                               f"{evaluated} is held out: there is no held-out panel to extend")
     _positive(ev.batch_size, src, "evaluation.batch_size")
@@ -562,10 +561,6 @@ def _check_lesson(p: Params) -> None:
         raise ValidationError(p.source, "lesson.domain", f"unknown domain {lesson.domain!r}; known: {sorted(domains)}")
     if domains[lesson.domain].held_out:
         raise ValidationError(p.source, "lesson.domain", f"{lesson.domain!r} is held out: the lesson trains on it")
-
-
-def _domain_names() -> set[str]:
-    return set(load_domains())
 
 
 # ---------------------------------------------------------------------------------------------

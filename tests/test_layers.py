@@ -33,7 +33,7 @@ MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negol
                     "negolib.widgets",
                     "negolib.report", "negolib.analysis", "negolib.tournament", "negolib.evaluation",
                     "negolib.diagnostics", "negolib.efficiency", "negolib.cost", "negolib.paired", "negolib.params",
-                    "negolib.game_params", "negolib.agent_spec",
+                    "negolib.game_params", "negolib.profile_genius", "negolib.agent_spec",
                     "negolib.agents.factory", "negolib.training.runs", "negolib.training.lesson",
                     "negolib.training.ladder", "negolib.training.ladder_trl", "negolib.envs", "negolib.games"}
 PACKAGE_INITS = {"negolib", "negolib.agents", "negolib.training"}  # they import only the shared machinery
