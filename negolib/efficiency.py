@@ -56,8 +56,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from negolib.games.multi_issue.domains import get_domain
-from negolib.games.multi_issue.scenarios import Scenario, make_scenario
+from negolib.games.multi_issue.scenarios import Scenario, lookup_scenario
 from negolib.games.multi_issue.utility import both_utilities
 from negolib.transcripts import episodes_frame
 
@@ -688,16 +687,17 @@ def _deal_mask(df: pd.DataFrame) -> pd.Series:
 def efficiency_frame(data: pd.DataFrame | Iterable[dict[str, Any]],
                      disagreement: Disagreement = "reservation", tol: float = PARETO_TOL,
                      cache: dict[tuple[str, int, str], ScenarioOracle] | None = None,
-                     domains_dir: str | Path | None = None) -> pd.DataFrame:
+                     domains_dir: str | Path | None = None, scenarios: Mapping[str, Scenario] | None = None
+                     ) -> pd.DataFrame:
     """The episode frame with efficiency columns added (one row per episode).
 
     ``data``: a frame from :func:`negolib.transcripts.episodes_frame` (columns ``domain``, ``seed``,
     ``status`` or ``deal``, ``final_ledger`` as JSON) or the records themselves. Adds
     :data:`EFFICIENCY_COLUMNS` and the Nash/Kalai points; NaN (NA for ``pareto_optimal``) on
     no-deals, except ``max_welfare``, a property of the scenario, filled on every row. Oracles are
-    cached per (domain, seed, disagreement) in ``cache`` (a fresh dict by default); scenarios are
-    rebuilt with :func:`negolib.games.multi_issue.scenarios.make_scenario` from the domains of ``domains_dir``
-    (default: the shipped ones).
+    cached per (domain, seed, disagreement) in ``cache`` (a fresh dict by default); a row's scenario is the imported
+    one its domain names in ``scenarios`` (fixed preferences: :func:`negolib.profile_genius.imported_scenarios`),
+    else drawn from (domain, seed) of ``domains_dir`` (default: the shipped ones).
     """
     df = data.copy() if isinstance(data, pd.DataFrame) else episodes_frame(data)
     cache = {} if cache is None else cache
@@ -706,8 +706,7 @@ def efficiency_frame(data: pd.DataFrame | Iterable[dict[str, Any]],
     for idx, row in df.iterrows():
         key = (str(row["domain"]), int(row["seed"]), disagreement)
         if key not in cache:
-            scenario = make_scenario(get_domain(key[0], domains_dir), key[1])
-            cache[key] = ScenarioOracle.of(scenario, disagreement)
+            cache[key] = ScenarioOracle.of(lookup_scenario(key[0], key[1], scenarios, domains_dir), disagreement)
         oracle = cache[key]
         ledger = row.get("final_ledger")
         if deals[idx] and isinstance(ledger, str) and ledger != "null":
@@ -724,13 +723,14 @@ def efficiency_frame(data: pd.DataFrame | Iterable[dict[str, Any]],
     return df
 
 
-def per_arm_efficiency(df: pd.DataFrame, by: str | list[str] = "arm") -> pd.DataFrame:
+def per_arm_efficiency(df: pd.DataFrame, by: str | list[str] = "arm",
+                       scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Per-arm summary over deals: counts, Pareto-optimal share and mean efficiency columns.
 
-    ``df``: an episode frame, with or without the efficiency columns (added when missing).
-    """
+    ``df``: an episode frame, with or without the efficiency columns (added when missing, ``scenarios`` as in
+    :func:`efficiency_frame`)."""
     if not set(EFFICIENCY_COLUMNS) <= set(df.columns):
-        df = efficiency_frame(df)
+        df = efficiency_frame(df, scenarios=scenarios)
     deals = df[_deal_mask(df)]
     keys = [by] if isinstance(by, str) else list(by)
     counts = df.groupby(keys).size().rename("n_episodes").to_frame()

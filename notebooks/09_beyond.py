@@ -68,6 +68,7 @@ from negolib.book import open_book
 from negolib.diagnostics import openings_table
 from negolib.efficiency import efficiency_frame, per_arm_efficiency
 from negolib.params import load_params
+from negolib.profile_genius import imported_scenarios
 from negolib.report.beyond import (
     accept_rule_table,
     accept_terms_table,
@@ -123,14 +124,17 @@ display(B.save_table(scripted_baselines_table(R, scripted_baseline_contrasts(R))
 # reservation values), and the welfare ratio (joint welfare over the scenario's maximum).
 
 # %%
-eff = per_arm_efficiency(efficiency_frame(R.an.df)) if not R.empty and P.beyond.efficiency else pd.DataFrame()
+imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios: their fixed preferences
+eff = per_arm_efficiency(efficiency_frame(R.an.df, scenarios=imported)) if not R.empty and P.beyond.efficiency \
+    else pd.DataFrame()
 display(B.save_table(efficiency_table(eff, P)))
 
 # %%
 if records:
     key = ("car", 5_000_053) if any(r["domain"] == "car" and r["seed"] == 5_000_053 for r in records) else \
         (records[0]["domain"], records[0]["seed"])
-    fig = pareto_figure(records, *key, title=f"{key[0]}, seed {key[1]}: frontier, Nash/Kalai points and deals")
+    fig = pareto_figure(records, *key, title=f"{key[0]}, seed {key[1]}: frontier, Nash/Kalai points and deals",
+                        scenarios=imported)
     B.save_figure(fig, "pareto_frontier")
 
 # %% [markdown]

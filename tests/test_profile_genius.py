@@ -1,15 +1,19 @@
 """A profile's evaluation names imported Genius scenarios (``evaluation.genius``): checked at load, frozen into the
-protocol, played through the evaluation's own path."""
+protocol, played through the evaluation's own path, and read back by the efficiency analysis (a tournament's
+records too: the frontier is the imported scenario's, not one drawn from (domain, seed))."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from negolib.agents.factory import build_agent
+from negolib.efficiency import efficiency_frame, pareto_frontier, per_arm_efficiency
 from negolib.errors import ValidationError
 from negolib.evaluation import (
     build_specs,
@@ -21,10 +25,14 @@ from negolib.evaluation import (
     protocol_hash,
     protocol_to_dict,
 )
+from negolib.games.matches import read_matches
+from negolib.games.multi_issue import MultiIssueGame
 from negolib.games.multi_issue.imported import load_imported, save_scenario_file
 from negolib.games.multi_issue.utility import both_utilities
 from negolib.params import load_params, parse_params
 from negolib.profile_genius import imported_scenarios
+from negolib.report.beyond import pareto_figure
+from negolib.tournament import run_tournament
 from negolib.transcripts import TranscriptStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,3 +190,38 @@ def test_evaluation_plays_the_imported_scenario_end_to_end(played: tuple) -> Non
     agents = {n: build_agent(n, p.agent(n)) for n in [*protocol.arm_names, *protocol.buyers]}
     again = evaluate_arms(protocol_from_params(p), agents, store.path, progress=False)
     assert again.skipped == len(specs) and not again.records
+
+
+def test_efficiency_on_the_profiles_imported_records(played: tuple) -> None:
+    p, _, res, _ = played
+    imported = imported_scenarios(p.evaluation.genius)
+    df = efficiency_frame(res.records, scenarios=imported)
+    rows = df[df["domain"] == "laptop"]
+    frontier = pareto_frontier(imported["laptop"])
+    assert len(rows) == 4 and np.allclose(rows["max_welfare"], frontier.max_welfare)
+    for _, row in rows[rows["status"] == "deal"].iterrows():
+        point = np.asarray(both_utilities(imported["laptop"], json.loads(row["final_ledger"])))
+        assert row["pareto_distance"] == pytest.approx(frontier.distance(point))
+    summary = per_arm_efficiency(df[df["domain"] == "laptop"].drop(columns=["pareto_distance"]), scenarios=imported)
+    assert set(summary["arm"]) == {"boulware", "conceder"} and summary["n_deals"].sum() >= 1
+    with pytest.raises(ValidationError, match="laptop"):  # without the scenarios the domain is unknown
+        efficiency_frame(res.records)
+
+
+def test_efficiency_on_an_imported_tournament(tmp_path: Path) -> None:
+    sc = load_imported(FIXTURES / "numeric")
+    game = MultiIssueGame(scenarios=[sc])
+    res = run_tournament(game, ["boulware", "conceder", "hardheaded"], 1, tmp_path, progress=False)
+    records = [{**m.record, "arm": m.seller, "buyer": m.buyer} for m in read_matches(res.path, game)]
+    df = efficiency_frame(records, scenarios={sc.domain.name: sc})
+    frontier = pareto_frontier(sc)
+    deals = df[df["status"] == "deal"]
+    assert len(df) == 9 and len(deals) >= 1 and np.allclose(df["max_welfare"], frontier.max_welfare)
+    for _, row in deals.iterrows():
+        point = np.asarray(both_utilities(sc, json.loads(row["final_ledger"])))
+        assert row["pareto_distance"] == pytest.approx(frontier.distance(point))
+        assert row["welfare_ratio"] == pytest.approx(point.sum() / frontier.max_welfare)
+    summary = per_arm_efficiency(df)
+    assert set(summary["arm"]) == {"boulware", "conceder", "hardheaded"}
+    fig = pareto_figure(records, sc.domain.name, 0, scenarios={sc.domain.name: sc})  # notebook 09's figure
+    assert fig.axes[0].collections  # the frontier and the deals are drawn

@@ -18,8 +18,7 @@ from negolib.analysis.arms import Results
 from negolib.analysis.beyond import fixed_opening_pairs, own_opening_pairs, variant_base
 from negolib.efficiency import ScenarioOracle
 from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct
-from negolib.games.multi_issue.domains import get_domain
-from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.scenarios import Scenario, lookup_scenario
 from negolib.games.multi_issue.utility import both_utilities
 from negolib.paired import estimate_lookup
 from negolib.params import Params
@@ -247,11 +246,12 @@ def efficiency_table(eff: pd.DataFrame, params: Params | None = None) -> BookTab
                      "welfare / the scenario's maximum.", eff)
 
 
-def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, title: str = "") -> Figure:
+def pareto_figure(records: Sequence[Mapping[str, Any]], domain: str, seed: int, title: str = "",
+                  scenarios: Mapping[str, Scenario] | None = None) -> Figure:
     """One scenario's exact Pareto frontier (seller Ũ, buyer Ũ), Nash and Kalai points, and the deals
-    each arm reached on it (beyond the paper)."""
+    each arm reached on it (beyond the paper); ``scenarios``: imported ones by domain name (fixed preferences)."""
     plt = pyplot()
-    sc = make_scenario(get_domain(domain), seed)
+    sc = lookup_scenario(domain, seed, scenarios)
     orc = ScenarioOracle.of(sc)
     fr = orc.frontier
     fig, ax = plt.subplots(figsize=(6, 5.2))
