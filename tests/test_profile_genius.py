@@ -225,3 +225,19 @@ def test_efficiency_on_an_imported_tournament(tmp_path: Path) -> None:
     assert set(summary["arm"]) == {"boulware", "conceder", "hardheaded"}
     fig = pareto_figure(records, sc.domain.name, 0, scenarios={sc.domain.name: sc})  # notebook 09's figure
     assert fig.axes[0].collections  # the frontier and the deals are drawn
+
+
+def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/genius.md's profile snippet and script, run in a copy of the layout they assume."""
+    text = (ROOT / "docs" / "genius.md").read_text().split("## In a profile's evaluation", 1)[1]
+    snippet = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    script = text.split("```python\n", 1)[1].split("```", 1)[0]
+    shutil.copytree(FIXTURES / "laptop", tmp_path / "tests" / "fixtures" / "genius" / "laptop")
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "laptop_demo.yaml").write_text(snippet)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(script, "docs/genius.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "boulware" in out and "pareto_distance" in out
+    assert (tmp_path / "outputs" / "laptop_demo" / "evaluation.jsonl").exists()
