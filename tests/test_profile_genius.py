@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from negolib.agents.factory import build_agent
+from negolib.analysis.design import scenario_set_counts
 from negolib.efficiency import efficiency_frame, pareto_frontier, per_arm_efficiency
 from negolib.errors import ValidationError
 from negolib.evaluation import (
@@ -127,6 +128,8 @@ def test_omitted_domains_play_the_shipped_and_the_imported(laptop_profile: Path)
     protocol = protocol_from_params(p)
     assert protocol.domains[-1] == "laptop" and len(protocol.domains) == 10
     assert protocol.held_out_domain == "car"
+    counts = scenario_set_counts(p).set_index("quantity")
+    assert counts.loc["domains", "scripted"] == 10 and counts.loc["held_out_episodes_per_arm", "scripted"] == 2
 
 
 def test_protocol_embeds_the_scenario_and_round_trips(laptop_profile: Path, tmp_path: Path) -> None:

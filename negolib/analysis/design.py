@@ -21,8 +21,8 @@ def scenario_set_counts(params: Params) -> pd.DataFrame:
     ``lm``)."""
     ev = params.evaluation
     domains = load_domains()
-    doms = ev.domains or list(domains)
-    held = [d for d in doms if domains[d].held_out]
+    doms = ev.domains or [*domains, *(ev.genius or {})]  # omitted: the shipped and the imported (Genius) ones
+    held = [d for d in doms if d in domains and domains[d].held_out]
     lm_doms = ev.lm_domains or doms
     lm_seeds = ev.lm_seeds_per_domain or ev.seeds_per_domain
     nb = len(ev.buyers)
