@@ -6,13 +6,17 @@ Variants, each a full GRPO step through the project's path (:func:`negolib.train
 * ``reference``: the KL term on (``kl_beta`` 0.04): TRL loads a reference model and runs its forward every step;
 * ``no_reference``: ``kl_beta`` 0: no reference model (the lesson's setting);
 * ``untrimmed``: ``kl_beta`` 0 with ``trim_padding`` off: every micro-batch padded to the step's longest episode;
-* ``trimmed``: ``kl_beta`` 0 with ``trim_padding`` on (the default): each micro-batch over its own width.
+* ``trimmed``: ``kl_beta`` 0 with ``trim_padding`` on (the default): each micro-batch over its own width;
+* ``stock_prompt``: ``kl_beta`` 0 with ``shared_prefix`` off: every rollout's prompt run through forward and
+  backward (TRL's stock scoring);
+* ``shared_prompt``: ``kl_beta`` 0 with ``shared_prefix`` on (the default): the group's prompt run once
+  (:mod:`negolib.training.shared_prefix`). ``--micro-batch`` sets the episodes a forward/backward (the lesson's).
 
 The variants run in rounds, each round in a rotated order (A-B-C-D, then B-C-D-A, ...), so a drift of the shared
 host's speed falls on every variant alike. Per variant it prints the median [min, max] over rounds of the update's
 seconds a step (``time_update_s``: forward and backward, the part these levers touch) and of the whole step, and
-each lever's ratio against its baseline measured in the same run: ``no_reference / reference`` and
-``trimmed / untrimmed``. ``--dry-run`` runs it all on a tiny random model in seconds (a test runs that).
+each lever's ratio against its baseline measured in the same run: ``no_reference / reference``,
+``trimmed / untrimmed`` and ``shared_prompt / stock_prompt``. ``--dry-run`` runs it all on a tiny random model in seconds (a test runs that).
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    "reference": {"kl_beta": 0.04, "trim_padding": True},
-    "no_reference": {"kl_beta": 0.0, "trim_padding": True},
-    "untrimmed": {"kl_beta": 0.0, "trim_padding": False},
-    "trimmed": {"kl_beta": 0.0, "trim_padding": True},
+    "reference": {"kl_beta": 0.04, "trim_padding": True, "shared_prefix": False},
+    "no_reference": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False},
+    "untrimmed": {"kl_beta": 0.0, "trim_padding": False, "shared_prefix": False},
+    "trimmed": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False},
+    "stock_prompt": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False},
+    "shared_prompt": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": True},
 }
-RATIOS = (("no_reference", "reference"), ("trimmed", "untrimmed"))
+RATIOS = (("no_reference", "reference"), ("trimmed", "untrimmed"), ("shared_prompt", "stock_prompt"))
 
 
 def _start(model: str, work: Path) -> str:
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of the variants")
     ap.add_argument("--work-dir", default=".cache/bench_grpo_step")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--micro-batch", type=int, default=2, help="episodes a forward/backward (default: %(default)s)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
@@ -86,9 +93,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    lesson = LessonConfig(start_run="bench", min_valid_terms=2, scenarios_per_step=1, rollouts_per_scenario=8)
+    lesson = LessonConfig(start_run="bench", min_valid_terms=2, scenarios_per_step=1, rollouts_per_scenario=8,
+                          micro_batch_size=args.micro_batch)
     if args.dry_run:
-        lesson = dataclasses.replace(lesson, rollouts_per_scenario=4, max_new_tokens=8, max_prompt_tokens=512)
+        lesson = dataclasses.replace(lesson, rollouts_per_scenario=4, max_new_tokens=8, max_prompt_tokens=512,
+                                     micro_batch_size=min(args.micro_batch, 4))
     start = _start("tiny" if args.dry_run else "smollm2-135m-instruct", work)
     names = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(names) - set(VARIANTS))

@@ -22,10 +22,11 @@ def test_dry_run_times_every_variant_and_prints_the_ratios(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     res = json.loads(out.read_text())
-    assert set(res["variants"]) == {"reference", "no_reference", "untrimmed", "trimmed"}
-    assert set(res["ratios"]) == {"no_reference/reference", "trimmed/untrimmed"}
+    assert set(res["variants"]) == {"reference", "no_reference", "untrimmed", "trimmed", "stock_prompt",
+                                   "shared_prompt"}
+    assert set(res["ratios"]) == {"no_reference/reference", "trimmed/untrimmed", "shared_prompt/stock_prompt"}
     assert all(v > 0 for v in res["ratios"].values())
-    assert proc.stdout.count("GRPO STEP:") == 2
+    assert proc.stdout.count("GRPO STEP:") == 3
 
 
 def test_a_recipe_may_not_change_the_lessons_task(tmp_path):

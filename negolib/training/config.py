@@ -123,6 +123,13 @@ class TrainConfig:
                           "the step's (TRL pads the whole generation batch to its longest prompt and completion "
                           "before splitting it); the loss is unchanged (negolib.training.padding)."},
     )
+    shared_prefix: bool = field(
+        default=True,
+        metadata={"help": "Ours: when every row of a micro-batch starts with the same prompt (one scenario's GRPO "
+                          "group), run that prompt's forward and backward once, not once a row; the log-probs and "
+                          "gradients are the stock path's up to float rounding (negolib.training.shared_prefix). "
+                          "Off under gradient checkpointing."},
+    )
 
     def __post_init__(self) -> None:
         src = "TrainConfig"

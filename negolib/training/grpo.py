@@ -148,6 +148,29 @@ def _trainer_class():  # noqa: ANN202 (TRL imported lazily)
                 logged.extend(adv.tolist())
             return out
 
+        # -- a group's shared prompt computed once -------------------------------------------
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,  # noqa: ANN001, ANN202
+                                               batch_size=None, compute_entropy=False, compute_aux_loss=False,
+                                               **extra):
+            from negolib.training.shared_prefix import shareable, shared_prefix_logps
+
+            plain = not compute_aux_loss and all(v is None for v in extra.values())
+            if (self.train_config.shared_prefix and plain and not self.args.gradient_checkpointing
+                    and shareable(input_ids, attention_mask, logits_to_keep)):
+                import torch
+
+                size = batch_size or input_ids.size(0)
+                parts = [shared_prefix_logps(model, input_ids[i:i + size], attention_mask[i:i + size],
+                                             logits_to_keep, compute_entropy)
+                         for i in range(0, input_ids.size(0), size)]
+                self.shared_prefix_calls = getattr(self, "shared_prefix_calls", 0) + 1
+                logps = torch.cat([p[0] for p in parts], dim=0)
+                entropies = torch.cat([p[1] for p in parts], dim=0) if compute_entropy else None
+                return logps, entropies, None
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+
         # -- the loss over each micro-batch's own width ---------------------------------------
         def _compute_loss(self, model, inputs):  # noqa: ANN001, ANN202
             if self.train_config.trim_padding:  # drop columns that are padding in every row of this micro-batch
