@@ -1,4 +1,4 @@
-"""Multi-turn GRPO of the seller with TRL's ``GRPOTrainer`` [paper §3 "Optimization", App. H; SPEC 6].
+"""Multi-turn GRPO of the seller with TRL's ``GRPOTrainer`` [paper §3 "Optimization", App. H].
 
 How TRL is used (trl 1.16):
 
@@ -10,9 +10,9 @@ How TRL is used (trl 1.16):
   the prompts, so the trainer keeps the current generation batch's dataset rows (domain, seed,
   buyer) in ``current_rows`` for it.
 * Advantages: TRL computes group mean/std advantages inline in ``_generate_and_score_completions``
-  (there is no separate advantage method in 1.16). :class:`NegotiationGRPOTrainer` keeps the rewards
-  TRL gathered (``_calculate_rewards``) and replaces ``advantages`` in that method's output with
-  NeMo-RL's leave-one-out advantages (:mod:`negolib.training.advantages`), before TRL shuffles and
+  (there is no separate advantage method in 1.16).
+  :class:`~negolib.training.grpo_trainer.NegotiationGRPOTrainer` keeps the rewards TRL gathered
+  (``_calculate_rewards``) and replaces ``advantages`` in that method's output with NeMo-RL's leave-one-out advantages (:mod:`negolib.training.advantages`), before TRL shuffles and
   splits the batch. ``advantage="group"`` keeps TRL's own.
 * Loss: ``loss_type="dapo"`` (token-level: summed over every unmasked token of the generation batch
   and divided by their count), clip ``epsilon``/``epsilon_high`` 0.2/0.2, ``beta`` 0.04 with TRL's k3
@@ -60,13 +60,10 @@ from negolib.agents.hf_agent import HFAgent
 from negolib.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
 from negolib.files import atomic_write_text, locked_append
 from negolib.models import resolve_model_path
-from negolib.progress import report
 from negolib.sampling import SamplingConfig
-from negolib.training.advantages import loo_advantages_torch
-from negolib.training.checkpoints import last_checkpoint, publish, rotate, sweep_staging
+from negolib.training.checkpoints import last_checkpoint, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, item_rows
-from negolib.training.padding import trim_micro_batch
 from negolib.training.rollout import (
     EpisodeFactory,
     HFAgentGenerator,
@@ -77,7 +74,6 @@ from negolib.training.rollout import (
     VLLMTokenGenerator,
 )
 from negolib.training.runlog import RunLog
-from negolib.training.schedule import WarmupCosine, lambda_scheduler
 
 TRAIN_LOG = "train_log"
 VALIDATION_LOG = "validation_log"
@@ -88,118 +84,6 @@ def episode_reward(
 ) -> list[float]:
     """The reward function TRL calls: the episode reward (Eq. 1) the rollout already computed."""
     return [float(r) for r in episode_reward]
-
-
-# ---------------------------------------------------------------------------------------------
-# The trainer
-# ---------------------------------------------------------------------------------------------
-
-
-def _trainer_class():  # noqa: ANN202 (TRL imported lazily)
-    from trl import GRPOTrainer
-
-    class NegotiationGRPOTrainer(GRPOTrainer):
-        """``GRPOTrainer`` with leave-one-out advantages, the warmup-cosine schedule, atomic
-        checkpoints and the rows of the current generation batch exposed to ``rollout_func``."""
-
-        def __init__(self, *args: Any, train_config: TrainConfig, **kwargs: Any) -> None:
-            self.train_config = train_config
-            self.current_rows: list[dict[str, Any]] | None = None
-            self._gathered_rewards = None
-            super().__init__(*args, **kwargs)
-
-        # -- schedule ---------------------------------------------------------------------------
-        def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
-            if self.lr_scheduler is None:
-                c = self.train_config
-                sched = WarmupCosine(c.peak_lr, num_training_steps, c.warmup_steps, c.min_lr_ratio)
-                self.lr_scheduler = lambda_scheduler(optimizer or self.optimizer, sched)
-                self._created_lr_scheduler = True
-            return self.lr_scheduler
-
-        # -- advantages -------------------------------------------------------------------------
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001, ANN202
-            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            self._gathered_rewards = rewards_per_func
-            return rewards_per_func
-
-        def _generate_and_score_completions(self, inputs):  # noqa: ANN001, ANN202
-            self.current_rows = list(inputs)
-            out = super()._generate_and_score_completions(inputs)
-            if self.train_config.advantage == "loo":
-                import torch
-
-                mode = "train" if self.model.training else "eval"
-                g = self.num_generations if mode == "train" else self.num_generations_eval
-                rpf = self._gathered_rewards
-                rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)
-                rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
-                adv = loo_advantages_torch(rewards, g, ddof=self.train_config.loo_std_ddof,
-                                           std_floor=self.train_config.loo_std_floor)
-                finite = adv[~torch.isnan(rewards)]
-                if len(finite):  # the largest |A| of the step: shows when a near-zero std blew one up
-                    self._metrics[mode]["advantage_abs_max"].append(float(finite.abs().max()))
-                n = len(inputs)
-                local = adv[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]
-                out["advantages"] = local.to(out["advantages"].device, out["advantages"].dtype)
-                logged = self._logs["advantages"]  # replace TRL's group-normalized values in the sample log
-                for _ in range(min(len(adv), len(logged))):
-                    logged.pop()
-                logged.extend(adv.tolist())
-            return out
-
-        # -- a group's shared prompt computed once -------------------------------------------
-        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,  # noqa: ANN001, ANN202
-                                               batch_size=None, compute_entropy=False, compute_aux_loss=False,
-                                               **extra):
-            from negolib.training.shared_prefix import shareable, shared_prefix_logps
-
-            plain = not compute_aux_loss and all(v is None for v in extra.values())
-            if (self.train_config.shared_prefix and plain and not self.args.gradient_checkpointing
-                    and shareable(input_ids, attention_mask, logits_to_keep)):
-                import torch
-
-                size = batch_size or input_ids.size(0)
-                parts = [shared_prefix_logps(model, input_ids[i:i + size], attention_mask[i:i + size],
-                                             logits_to_keep, compute_entropy)
-                         for i in range(0, input_ids.size(0), size)]
-                self.shared_prefix_calls = getattr(self, "shared_prefix_calls", 0) + 1
-                logps = torch.cat([p[0] for p in parts], dim=0)
-                entropies = torch.cat([p[1] for p in parts], dim=0) if compute_entropy else None
-                return logps, entropies, None
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
-                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
-
-        # -- the loss over each micro-batch's own width ---------------------------------------
-        def _compute_loss(self, model, inputs):  # noqa: ANN001, ANN202
-            if self.train_config.trim_padding:  # drop columns that are padding in every row of this micro-batch
-                inputs = trim_micro_batch(inputs)
-            return super()._compute_loss(model, inputs)
-
-        # -- checkpoints ------------------------------------------------------------------------
-        def _get_output_dir(self, trial: Any) -> str:
-            staging = getattr(self, "_staging_dir", None)
-            return staging if staging is not None else super()._get_output_dir(trial)
-
-        def _save_checkpoint(self, model: Any, trial: Any) -> None:
-            run_dir = Path(super()._get_output_dir(trial))
-            name = f"checkpoint-{self.state.global_step}"
-            staging = run_dir / f".staging-{name}"  # the same on every rank
-            self._staging_dir = str(staging)
-            try:
-                super()._save_checkpoint(model, trial)
-            finally:
-                self._staging_dir = None
-            self.accelerator.wait_for_everyone()
-            if self.args.should_save:
-                publish(staging / name, run_dir / name)
-                import shutil
-
-                shutil.rmtree(staging, ignore_errors=True)
-                rotate(run_dir, self.train_config.save_total_limit)
-
-    return NegotiationGRPOTrainer
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,69 +308,6 @@ class Validator:
             self.append(self.transcripts, recs)
         self.log.append(row)
         return row
-
-
-def _callbacks(log: RunLog, validator: Validator | None, validate_every: int, progress: bool) -> list[Any]:
-    from transformers import TrainerCallback
-
-    shared: dict[str, float] = {}  # validation seconds inside the current step
-
-    class StepLogger(TrainerCallback):
-        """One row per optimizer step: TRL's metrics (reward, kl, entropy, grad_norm, clip ratios, ...)
-        plus the rollout's (score, deal rate, tokens, time split) and wall time. ``time_update_s`` is the
-        step's wall time minus its rollout and validation time."""
-
-        def __init__(self) -> None:
-            prev = log.rows()
-            self.offset = float(prev[-1].get("wall_time_s", 0.0)) if prev else 0.0
-            self.t0 = self.last = time.perf_counter()
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.t0 = self.last = time.perf_counter()
-
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kw: Any
-        ) -> None:
-            if not logs or "train_runtime" in logs or not state.is_world_process_zero:
-                return
-            now = time.perf_counter()
-            row: dict[str, Any] = {
-                "step": state.global_step,
-                "wall_time_s": self.offset + now - self.t0,
-                "time_step_s": now - self.last,
-            }
-            self.last = now
-            row.update({k: v for k, v in logs.items() if isinstance(v, (int, float))})
-            row["lr"] = logs.get("learning_rate")
-            row["time_validation_s"] = shared.pop("validation_s", 0.0)
-            if "time_rollout_s" in row:
-                row["time_update_s"] = max(
-                    0.0, row["time_step_s"] - row["time_rollout_s"] - row["time_validation_s"]
-                )
-            log.append(row)
-            of = f"/{state.max_steps}" if state.max_steps else ""
-            report(f"GRPO step {row['step']}{of}: reward {row.get('reward', float('nan')):+.3f} "
-                   f"({row['time_step_s']:.0f} s)")
-            if progress:
-                nan = float("nan")
-                print(
-                    f"step {row['step']}: reward {row.get('reward', nan):+.3f} "
-                    f"score {row.get('score', nan):+.3f} deal {row.get('deal_rate', nan):.2f} "
-                    f"kl {row.get('kl', nan):.5f} lr {row.get('lr') or 0:.2e} ({row['time_step_s']:.1f}s)",
-                    flush=True,
-                )
-
-    class Validate(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if validator is not None and validate_every and state.global_step % validate_every == 0:
-                t0 = time.perf_counter()
-                row = validator.run(validator.factory.trainer, state.global_step)
-                shared["validation_s"] = time.perf_counter() - t0
-                if progress and row:
-                    step, score, deal = state.global_step, row["score"], row["deal_rate"]
-                    print(f"validation @ {step}: score {score:+.3f} deal {deal:.2f}", flush=True)
-
-    return [StepLogger(), Validate()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -726,7 +547,10 @@ def build_run(
         task.append_records,
     )
     args = build_grpo_args(config, ckpt_dir, cuda, backend, tags.stop_ids)
-    trainer_cls = _trainer_class()
+    from negolib.training.grpo_trainer import NegotiationGRPOTrainer
+    from negolib.training.grpo_trainer import callbacks as run_callbacks
+
+    trainer_cls = NegotiationGRPOTrainer
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*rollout_func.*experimental.*")
         trainer = trainer_cls(
@@ -738,7 +562,7 @@ def build_run(
             rollout_func=rollout_func,
             peft_config=lora_config(config),
             train_config=config,
-            callbacks=[*_callbacks(train_log, validator, config.validate_every, progress), *callbacks],
+            callbacks=[*run_callbacks(train_log, validator, config.validate_every, progress), *callbacks],
         )
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
