@@ -56,6 +56,7 @@ class NotebookRun:
     output: str = ""
     error: str = ""
     budget_s: float | None = None
+    peak_memory_gb: float | None = None  # the kernel's peak resident set, where it set the run's high-water mark
 
     @property
     def over_budget(self) -> bool:
@@ -93,7 +94,8 @@ class BookResult:
             extra = f"  {r.error}" if r.error else ""
             if r.over_budget:
                 extra += f"  (over its {r.budget_s:.0f} s budget)"
-            lines.append(f"  {r.name:<18} {r.status:<8} {r.duration_s:7.1f} s{extra}")
+            peak = f"  peak {r.peak_memory_gb:.2f} GB" if r.peak_memory_gb else ""
+            lines.append(f"  {r.name:<18} {r.status:<8} {r.duration_s:7.1f} s{peak}{extra}")
         if self.index:
             lines.append(f"index: {self.index}")
         return "\n".join(lines)
@@ -207,6 +209,19 @@ def _is_timeout(exc: BaseException) -> bool:
     return False
 
 
+def kernels_peak_gb() -> float | None:
+    """The largest peak resident memory (GB) of any finished child process of this one: the notebooks' kernels,
+    each shut down (and so waited for) when its notebook ends. ``None`` where the platform does not say."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kilobytes on Linux, bytes on macOS
+    if not peak:
+        return None
+    return round(peak / (1024 ** 3 if sys.platform == "darwin" else 1024 ** 2), 3)
+
+
 def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str,
                      folder: Path = NOTEBOOK_DIR, timeout_s: float | None = None,
                      heartbeat: Callable[[str], None] | None = None, heartbeat_s: float = 30.0) -> Path:
@@ -298,6 +313,7 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
             runs.append(NotebookRun(name, "skipped", 0.0, str(out_nb)))
             continue
         t = time.time()
+        peak_before = kernels_peak_gb() or 0.0
         timeout = params.budgets.cell_timeout_s
         try:
             execute_notebook(name, params_path, paths.root, kernel, folder, timeout,
@@ -309,10 +325,16 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
             _save_state(state_path, state)
             continue
         dt = time.time() - t
+        peak = kernels_peak_gb()
         state["notebooks"][name] = {"status": "ok", "key": key, "deps": deps, "run_id": f"{time.time():.6f}",
-                                    "duration_s": round(dt, 2), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+                                    "duration_s": round(dt, 2), "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                    # this kernel's peak when it raised the children's high-water mark; else at
+                                    # most that mark (an earlier kernel of this process set it)
+                                    "peak_memory_gb": peak if peak and peak > peak_before else None,
+                                    "peak_memory_gb_at_most": peak}
         _save_state(state_path, state)
-        runs.append(NotebookRun(name, "ok", dt, str(out_nb), budget_s=params.budgets.notebooks.get(name)))
+        runs.append(NotebookRun(name, "ok", dt, str(out_nb), budget_s=params.budgets.notebooks.get(name),
+                                peak_memory_gb=state["notebooks"][name]["peak_memory_gb"]))
     bar.close()
     result = BookResult(params.profile, paths.root, runs, time.time() - t0, params.budgets.total_s, None, error)
     if error is None:
@@ -325,14 +347,20 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
 
 def write_run_headline(params: Params, paths: BookPaths, state: Mapping[str, Any]) -> Path:
     """Add the run's profile, commit, minutes (the summed time of every notebook's last successful run, so a
-    resumed book still reports what the whole book cost), finish time and machine to ``headline.json``."""
+    resumed book still reports what the whole book cost), finish time, machine and peak memory (the largest
+    notebook kernel's peak resident set, GB; per notebook where its kernel set a new high-water mark) to
+    ``headline.json``."""
     from negolib.headline import checkout_commit, machine, update_headline
 
     nbs = state.get("notebooks", {})
-    seconds = sum(float(v.get("duration_s", 0.0)) for v in nbs.values() if v.get("status") == "ok")
+    ok = {n: v for n, v in nbs.items() if v.get("status") == "ok"}
+    seconds = sum(float(v.get("duration_s", 0.0)) for v in ok.values())
+    peaks = [float(v["peak_memory_gb"]) for v in ok.values() if v.get("peak_memory_gb")]
     update_headline(paths.headline, profile=params.profile, commit=checkout_commit(Path(params.root)),
                     minutes=round(seconds / 60, 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"), machine=machine(),
-                    notebooks={n: v.get("duration_s") for n, v in nbs.items() if v.get("status") == "ok"})
+                    notebooks={n: v.get("duration_s") for n, v in ok.items()},
+                    peak_memory_gb=max(peaks) if peaks else None,
+                    notebook_peak_memory_gb={n: v.get("peak_memory_gb") for n, v in ok.items()})
     return paths.headline
 
 

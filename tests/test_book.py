@@ -82,6 +82,33 @@ def test_runner_executes_resumes_and_indexes(tmp_path):
     assert "budget" in str(r4)
 
 
+def test_runner_records_each_kernels_peak_memory(tmp_path):
+    """The headline carries the largest kernel's peak resident memory: a notebook that holds 600 MB sets it, and
+    the small notebook before it (its sabotaged twin: the same code without the allocation) stays far below. The
+    book runs in a fresh process, as `make book` does (a process's children's high-water mark only rises)."""
+    import json
+    import subprocess
+    import sys
+
+    nbs = tmp_path / "nb"
+    nbs.mkdir()
+    (nbs / "01_environment.py").write_text(GOOD)
+    (nbs / "02_setup.py").write_text(GOOD + "\nheld = bytearray(600 * 2**20)\nheld[::4096] = b'x' * len(held[::4096])\n")
+    out = tmp_path / "out"
+    code = ("import json, sys; from negolib.book_runner import run_book; "
+            f"r = run_book({str(SMOKE)!r}, output_dir={str(out)!r}, folder={str(nbs)!r}, progress=False); "
+            "print(json.dumps([r.ok, [x.peak_memory_gb for x in r.runs], str(r)]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok, (small, big), text = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ok
+    assert small is not None and small < 0.55 and big is not None and big >= 0.6
+    headline = json.loads((out / "headline.json").read_text())
+    assert headline["peak_memory_gb"] == big
+    assert headline["notebook_peak_memory_gb"] == {"01_environment": small, "02_setup": big}
+    assert "peak" in text
+
+
 def test_runner_names_the_failing_notebook_and_cell(tmp_path):
     nbs = tmp_path / "nb"
     nbs.mkdir()
