@@ -93,7 +93,8 @@ def test_runner_records_each_kernels_peak_memory(tmp_path):
     nbs = tmp_path / "nb"
     nbs.mkdir()
     (nbs / "01_environment.py").write_text(GOOD)
-    (nbs / "02_setup.py").write_text(GOOD + "\nheld = bytearray(600 * 2**20)\nheld[::4096] = b'x' * len(held[::4096])\n")
+    hold = "\nheld = bytearray(600 * 2**20)\nheld[::4096] = b'x' * len(held[::4096])\n"  # touch every page
+    (nbs / "02_setup.py").write_text(GOOD + hold)
     out = tmp_path / "out"
     code = ("import json, sys; from negolib.book_runner import run_book; "
             f"r = run_book({str(SMOKE)!r}, output_dir={str(out)!r}, folder={str(nbs)!r}, progress=False); "
