@@ -13,7 +13,8 @@ How TRL is used (trl 1.16):
   (there is no separate advantage method in 1.16).
   :class:`~negolib.training.grpo_trainer.NegotiationGRPOTrainer` keeps the rewards TRL gathered
   (``_calculate_rewards``) and replaces ``advantages`` in that method's output with NeMo-RL's
-  leave-one-out advantages (:mod:`negolib.training.advantages`), before TRL shuffles and splits the batch. ``advantage="group"`` keeps TRL's own.
+  leave-one-out advantages (:mod:`negolib.training.advantages`), before TRL shuffles and splits the batch.
+  ``advantage="group"`` keeps TRL's own.
 * Loss: ``loss_type="dapo"`` (token-level: summed over every unmasked token of the generation batch
   and divided by their count), clip ``epsilon``/``epsilon_high`` 0.2/0.2, ``beta`` 0.04 with TRL's k3
   estimator against a reference copy of the initial weights, in the loss; ``use_bias_correction_kl``
