@@ -1,4 +1,4 @@
-"""Chat-template turn tags, derived from the tokenizer itself [paper App. J; SPEC 3].
+"""Chat-template turn tags, derived from the tokenizer itself [paper App. J].
 
 A training rollout keeps token ids, never re-tokenizing decoded text: after the policy's completion
 it appends the counterpart's turn raw. For that the environment must emit the template's own turn

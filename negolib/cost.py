@@ -1,4 +1,4 @@
-"""Cost accounting: token usage per call and party, USD per episode, and a dry run [SPEC 5, App. G].
+"""Cost accounting: token usage per call and party, USD per episode, and a dry run [paper App. G].
 
 Usage comes from the transcripts (every turn records the input/output tokens its call billed), so
 cost is recomputed from what was actually played. Prices are a table of USD per million input and

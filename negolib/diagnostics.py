@@ -1,4 +1,4 @@
-"""Diagnostics of the sellers' play [paper Table 2, Table 6, Table 9, App. E; SPEC 9].
+"""Diagnostics of the sellers' play [paper Table 2, Table 6, Table 9, App. E].
 
 Everything here is computed from transcript records (:meth:`negolib.games.multi_issue.env.Episode.record`) or the
 episode table (:func:`negolib.transcripts.episodes_frame`) and returns tidy DataFrames.

@@ -1,6 +1,6 @@
 """Efficiency of deals (beyond the paper): exact Pareto frontier, Nash and Kalai-Smorodinsky points.
 
-Utility is additive across issues [SPEC 2.1], so the feasible (seller U~, buyer U~) pairs form the
+Utility is additive across issues, so the feasible (seller U~, buyer U~) pairs form the
 Minkowski sum of per-issue contribution sets. With (w_s, w_b) the two parties' weights on an issue:
 
 * an integrative (categorical or binary) issue contributes one point per level,

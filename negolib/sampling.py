@@ -1,4 +1,4 @@
-"""Sampling settings, exactly as sent [paper App. A "Sampling"; SPEC 3].
+"""Sampling settings, exactly as sent [paper App. A "Sampling"].
 
 Every self-served arm samples with the training rollout's settings (temperature 1.0, top-p 0.95,
 top-k 64, thinking off, 768 new tokens per turn). Each backend records the settings it actually

@@ -1,4 +1,4 @@
-"""API keys: read from the environment only, never printed, logged or written [SPEC 12].
+"""API keys: read from the environment only, never printed, logged or written.
 
 A key is read once, when an API agent is built, so a missing key is a clear error that names the
 variable *before* any request is made. The key then lives in a :class:`Secret`, whose ``repr`` and

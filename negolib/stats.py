@@ -1,4 +1,4 @@
-"""The seed-cluster bootstrap [paper §4 "Paired evaluation", App. K; SPEC 8]: resampling, ratio statistics,
+"""The seed-cluster bootstrap [paper §4 "Paired evaluation", App. K]: resampling, ratio statistics,
 percentile intervals, p-values, Holm and the minimum detectable effect. It imports no game: any game's per-cluster
 sums go in (the paper's paired contrasts of arms over its episode tables are :mod:`negolib.paired`).
 
@@ -17,7 +17,7 @@ Shapes: ``G`` clusters (evaluation seeds), ``B`` resamples, ``T`` ratio terms of
   The p-value inverts that same interpolated percentile function:
   ``p = min(1, 2 min(a_lo, 1 - a_hi))`` with ``a_lo = sup{q: Q(q) <= 0}`` and
   ``a_hi = inf{q: Q(q) >= 0}``, so ``p < alpha`` exactly when the ``1 - alpha`` interval excludes
-  0, at every ``alpha``. The counting formula of SPEC 8,
+  0, at every ``alpha``. The counting formula,
   ``min(1, 2 min(#(d* <= 0), #(d* >= 0)) / B)``, is reported beside it as ``p_count``; the two
   differ by less than ``2 / (B - 1)`` (counting is exactly consistent only with an order-statistic
   interval, not with scipy's interpolated one). Where ``p`` lies within rounding of ``alpha`` it
@@ -246,7 +246,7 @@ def inversion_p(y: np.ndarray) -> float:
 
 
 def count_p(y: np.ndarray) -> float:
-    """SPEC 8 counting p-value ``min(1, 2 min(#(y <= 0), #(y >= 0)) / n)``."""
+    """The counting p-value ``min(1, 2 min(#(y <= 0), #(y >= 0)) / n)``."""
     return float(min(1.0, 2.0 * min(np.count_nonzero(y <= 0), np.count_nonzero(y >= 0)) / y.size))
 
 

@@ -43,3 +43,14 @@ def test_docs_links_in_the_readme_resolve():
     for target in re.findall(r"\]\(([^)#]+)\)", text):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
+
+
+SPEC_CITATION = re.compile(r"\bSPEC(?:\.md| \d)")  # the original system spec: a file users do not have
+
+
+def test_no_module_cites_a_file_outside_the_repository():
+    cited = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "negolib").rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if SPEC_CITATION.search(line)]
+    assert not cited, f"cite the paper or docs/, not the spec: {cited}"
+    assert SPEC_CITATION.search('"""The protocol [paper §4; SPEC 7]."""')  # the check catches a citation
+    assert not SPEC_CITATION.search("PARAM_SPECS = {}")

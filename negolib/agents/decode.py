@@ -1,5 +1,5 @@
 """Batched decoding on CPU, written for memory traffic: a preallocated KV cache, grouped-query
-attention without copies, and a sampler that draws from the top-k candidates only [SPEC 11].
+attention without copies, and a sampler that draws from the top-k candidates only.
 
 On a CPU a decode step of a small model is bound by memory traffic, not arithmetic. Costs of
 transformers' ``generate`` that grow with batch x context dominated a batch-16 SmolLM2 step

@@ -1,4 +1,4 @@
-"""A local transformers causal LM as a negotiating party (backend ``hf``) [SPEC 3].
+"""A local transformers causal LM as a negotiating party (backend ``hf``).
 
 Every view of a batch is rendered with the game's ``render`` (the paper's:
 :func:`negolib.games.multi_issue.prompts.render_messages`), put through the

@@ -1,4 +1,4 @@
-"""Prefill of many prompts in one packed forward pass (Llama-family models on CPU) [SPEC 11].
+"""Prefill of many prompts in one packed forward pass (Llama-family models on CPU).
 
 A batched engine prefills each live episode's new prompt tokens before the wave decodes. Row by
 row, each prefill is a model forward over that row's new tokens only, a few hundred a turn (the

@@ -1,4 +1,4 @@
-"""A vLLM offline engine as a negotiating party (backend ``vllm``, GPU only) [SPEC 3, 6].
+"""A vLLM offline engine as a negotiating party (backend ``vllm``, GPU only).
 
 Same interface as :class:`~negolib.agents.hf_agent.HFAgent`: views are rendered with the same
 templates and chat template, the whole batch goes to one ``LLM.generate`` call, and replies carry

@@ -1,4 +1,4 @@
-"""Multi-turn GRPO training of the seller [paper §3 "Optimization", App. H, App. I; SPEC 6].
+"""Multi-turn GRPO training of the seller [paper §3 "Optimization", App. H, App. I].
 
 * :mod:`config`: :class:`TrainConfig`, the recipe (paper defaults, validated overrides);
 * :mod:`data`: scenario items (a scenario and its fixed opponent) and TRL's dataset rows of any game

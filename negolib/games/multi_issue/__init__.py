@@ -1,4 +1,4 @@
-"""The paper's game, multi-issue contract bargaining (SPEC 1-2), as a plug-in registered as ``multi_issue``.
+"""The paper's game, multi-issue contract bargaining, as a plug-in registered as ``multi_issue``.
 
 Contract: :class:`MultiIssueGame` (:mod:`.game`) implements :class:`negolib.games.base.Game`. One module per job:
 :mod:`.domains` (the nine negotiation domains, YAML), :mod:`.scenarios` (seed blocks, private weights, reservations),

@@ -1,4 +1,4 @@
-"""The paper's game behind the plug-in interface: multi-issue contract bargaining (SPEC 1-2).
+"""The paper's game behind the plug-in interface: multi-issue contract bargaining.
 
 Contract: :class:`MultiIssueGame` plays the paper's environment (:mod:`.env`, evaluation rules: 12 rounds, seller
 first, an ACCEPT closes on the counterpart's standing offer) through the game's rollout engine
@@ -22,7 +22,7 @@ from negolib.games.multi_issue.scripted import STRATEGIES, make_scripted
 
 
 class MultiIssueGame(Game):
-    """The paper's game: a seller and a buyer bargain over a multi-issue contract (SPEC 1)."""
+    """The paper's game: a seller and a buyer bargain over a multi-issue contract."""
 
     name = "multi_issue"
     title = "Multi-issue contract bargaining (the paper's game)"

@@ -1,4 +1,4 @@
-"""Per-arm metrics of SPEC 7 as ratios of per-episode columns.
+"""Per-arm metrics as ratios of per-episode columns.
 
 Every metric is a ratio ``sum(num) / sum(den)`` over the episodes it is restricted to, so that the
 statistics layer (:mod:`negolib.stats`) can reduce each seed cluster to two sums and resample
@@ -41,7 +41,7 @@ from negolib.games.multi_issue.domains import load_domains
 
 Column = str | Callable[[pd.DataFrame], np.ndarray] | None
 
-# Columns every SPEC 7 metric needs besides the key (arm, domain, seed, buyer).
+# Columns every per-arm metric needs besides the key (arm, domain, seed, buyer).
 BASE_COLUMNS = ("score", "held_out", "deal", "seller_utility", "buyer_utility", "welfare", "turns",
                 "bad_parses", "seller_bad_parses", "seller_turns", "n_invalid_terms",
                 "n_off_schema_terms", "n_named_terms", "accept_with_terms", "seller_invalid_accepts",
@@ -204,7 +204,7 @@ def _build_metrics() -> dict[str, Metric]:
 
 METRICS: dict[str, Metric] = _build_metrics()
 
-# The per-arm table of SPEC 7 (the buyer split is appended when two buyers are known).
+# The per-arm table (the buyer split is appended when two buyers are known).
 ARM_TABLE_METRICS = ("score", "score_held_out", "deal_rate", "deal_utility", "welfare", "mean_turns",
                      "bad_parse_rate", "seller_bad_parse_rate", "invalid_accept_rate", "invalid_term_rate",
                      "off_schema_rate", "accept_with_terms")

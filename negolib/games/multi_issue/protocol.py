@@ -1,4 +1,4 @@
-"""The turn protocol: actions, the parser, and ledger updates [paper §3, SPEC 2.4].
+"""The turn protocol: actions, the parser, and ledger updates [paper §3].
 
 A turn is prose followed by one JSON action::
 
@@ -287,7 +287,7 @@ class LedgerUpdate:
 
 
 def apply_terms(domain: Domain, ledger: dict[str, Any], terms: tuple[Term, ...]) -> LedgerUpdate:
-    """Overwrite ``ledger`` in place with ``terms`` [SPEC 2.1, 2.4].
+    """Overwrite ``ledger`` in place with ``terms``.
 
     A schema name (matched case-insensitively) with a usable value is written canonically; with an
     unusable value it is not written and counted invalid. Off-schema names enter the ledger as

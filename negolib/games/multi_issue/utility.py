@@ -1,6 +1,6 @@
 """Utilities: the feature map phi, U, the normalized utility U~ and its exact per-term split.
 
-For a party with weights w (summing to 1) and features phi_k in [-1, 1] [SPEC 2.1]:
+For a party with weights w (summing to 1) and features phi_k in [-1, 1]:
 
 * continuous: phi = sign * (2 (x - lo) / (hi - lo) - 1), x clipped to [lo, hi];
 * categorical and binary: +1 at the party's preferred level, -1 at any other;

@@ -1,4 +1,4 @@
-"""Prompt rendering for both scaffolds [paper §3, App. A; SPEC 4].
+"""Prompt rendering for both scaffolds [paper §3, App. A].
 
 Every word a party reads comes from the Jinja2 templates in this folder; this module only turns a
 :class:`~negolib.games.multi_issue.env.PartyView` into template data and assembles chat messages.
