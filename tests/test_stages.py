@@ -165,6 +165,32 @@ def test_multi_product_scripted_stages_match_the_games_evaluation(tmp_path):
     assert list(refused.index) == ["base", "random (scripted)"] and (refused["messages"] > 0).all()
 
 
+@pytest.mark.parametrize("study, training, name", [
+    (bilateral_study, bilateral_training, "bilateral"),
+    (multi_buyer_study, multi_buyer_training, "multi_buyer"),
+    (multi_product_study, multi_product_training, "multi_product"),
+])
+def test_each_game_trains_with_its_own_runner_and_reads_the_profiles_sections(study, training, name, tmp_path,
+                                                                              monkeypatch):
+    """The shared GRPO default calls the game's own runner with the contract's arguments; the spec's evaluation and
+    SFT stage come from the section's checked ``lm`` and ``sft`` parts."""
+    p = load_params(SMOKE)
+    section = p.game(name, "test")
+    spec = study.stage_spec(section, p.statistics, base_model="base-dir", sampling=None, seed=p.seed,
+                            training_dir=tmp_path, tournament=tmp_path / "t", progress=False)
+    e, lm = spec.evaluation, section.lm
+    assert e.opponents == (lm.opponent,) and e.seeds_per_group == lm.eval_seeds_per_tier and e.seed == p.seed
+    assert (e.n_resamples, e.bootstrap_seed, e.alpha) == (p.statistics.n_resamples, p.statistics.seed,
+                                                          p.statistics.alpha)
+    if section.sft is not None:
+        assert spec.sft.tournament == tmp_path / "t" and spec.sft.config == section.sft.config
+    calls = []
+    monkeypatch.setattr(type(spec.game), "run_grpo", staticmethod(lambda *a, **k: calls.append((a, k)) or "ran"))
+    assert spec.game.train_grpo("start", tmp_path / "g", "cfg", "opp", False, True) == "ran"
+    assert calls == [(("start", tmp_path / "g", "cfg"), {"opponent": "opp", "progress": False, "resume": True})]
+    assert type(spec.game).__dict__["stage_table"].__func__ is training.stage_table  # the game's own table
+
+
 def test_the_book_saves_a_study_table_as_a_book_table(tmp_path):
     book = open_book(SMOKE, tmp_path)
     frame = pd.DataFrame({"x": [1, 2]}, index=pd.Index(["a", "b"], name="row"))

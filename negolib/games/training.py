@@ -327,6 +327,10 @@ class GameStages:
     :func:`negolib.games.sft.run_sft`."""
 
     name = "game"
+    # The game's GRPO runner ``(start_dir, out_dir, config, *, opponent, progress, resume) -> TrainResult`` and its
+    # paired stage table ``(episodes, stages, n_resamples, seed, alpha) -> DataFrame``; set as staticmethods.
+    run_grpo: Callable[..., TrainResult] | None = None
+    stage_table: Callable[..., pd.DataFrame] | None = None
 
     def sft_examples(self, sft: SFTStage) -> list[Any]:
         """The seller's conversations to fine-tune on (examples with a ``messages`` chat)."""
@@ -339,8 +343,19 @@ class GameStages:
 
     def train_grpo(self, start_dir: str | Path, out_dir: Path, config: Any, opponent: str, progress: bool,
                    resume: bool) -> TrainResult:
-        """GRPO of the seller from ``start_dir`` against ``opponent`` under the game's GRPO ``config``."""
-        raise NotImplementedError
+        """GRPO of the seller from ``start_dir`` against ``opponent`` under the game's GRPO ``config`` (the game's
+        :attr:`run_grpo`)."""
+        if self.run_grpo is None:
+            raise NotImplementedError(f"{self.name}: no GRPO runner")
+        return self.run_grpo(start_dir, out_dir, config, opponent=opponent, progress=progress, resume=resume)
+
+    def tabulate(self, episodes: pd.DataFrame, stages: Mapping[str, str | Path],
+                 evaluation: StageEvaluation) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(episodes, the game's :attr:`stage_table` of them under ``evaluation``'s bootstrap), stages in order."""
+        if self.stage_table is None:
+            raise NotImplementedError(f"{self.name}: no stage table")
+        e = evaluation
+        return episodes, self.stage_table(episodes, list(stages), e.n_resamples, e.bootstrap_seed, e.alpha)
 
     def evaluate(self, stages: Mapping[str, str | Path], evaluation: StageEvaluation,
                  progress: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -376,6 +391,22 @@ class StageResults:
     grpo: TrainResult | None
     episodes: pd.DataFrame  # one row per evaluated episode: the game's outcome columns, stage, cluster
     table: pd.DataFrame  # kind, stage, baseline, <tier or market>, metric, estimate, ci_low, ci_high, p_value, ...
+
+
+def lm_evaluation(lm: Any, statistics: Any, seed: int, sampling: SamplingConfig | None,
+                  groups: Sequence[str] | None) -> StageEvaluation:
+    """The stage evaluation of a game section's checked ``lm`` part (its opponent, reserved seeds per stratum, the
+    base model's batch and prompt cap) under the profile's ``statistics``, playing the strata ``groups``."""
+    return StageEvaluation((lm.opponent,), tuple(groups) if groups else None, lm.eval_seeds_per_tier, seed, sampling,
+                           lm.base.batch_size or 16, lm.base.prompt_cap or 2048, statistics.n_resamples,
+                           statistics.seed, statistics.alpha)
+
+
+def sft_stage(sft: Any, tournament: Path) -> SFTStage | None:
+    """The SFT stage of a game section's checked ``sft`` part on the tournament at ``tournament`` (None: no SFT)."""
+    if sft is None:
+        return None
+    return SFTStage(sft.config, tournament, sft.select, sft.min_share, sft.max_examples)
 
 
 def run_stages(spec: StageSpec) -> StageResults:
@@ -429,5 +460,5 @@ def grpo_log(results: StageResults,
 
 __all__ = ["EVAL_OFFSET", "GameStages", "GameTrainingEpisode", "Penalties", "SFTStage", "StageEvaluation",
            "StageResults", "StageSpec", "TrainingOutcome", "agent_name", "episode_factory", "grpo_line", "grpo_log",
-           "play_stage_episodes",
+           "lm_evaluation", "play_stage_episodes", "sft_stage",
            "run_game_grpo", "run_stages", "scenario_items", "stage_columns", "stage_lm", "stage_seeds", "stage_table"]

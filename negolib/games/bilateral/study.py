@@ -37,7 +37,6 @@ from negolib.games.bilateral.training import play_stages, run_grpo, sft_dataset,
 from negolib.games.matches import read_matches
 from negolib.games.toolcalls import money
 from negolib.sampling import SamplingConfig
-from negolib.training.grpo import TrainResult
 
 THEIRS = {("SFT", "base"): "surplus share about doubles; deal rate falls",
           ("SFT+GRPO", "SFT"): "deal rate recovers; surplus share erodes"}
@@ -132,16 +131,15 @@ class BilateralStages(shared.GameStages):
         return sft_dataset(sft.tournament, select=sft.select,  # type: ignore[arg-type]
                            min_share=sft.min_share, max_examples=sft.max_examples)
 
-    def train_grpo(self, start_dir: str | Path, out_dir: Path, config: Any, opponent: str, progress: bool,
-                   resume: bool) -> TrainResult:
-        return run_grpo(start_dir, out_dir, config, opponent=opponent, progress=progress, resume=resume)
+    run_grpo = staticmethod(run_grpo)
+    stage_table = staticmethod(stage_table)
 
     def evaluate(self, stages: Mapping[str, str | Path], evaluation: shared.StageEvaluation,
                  progress: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
         e = evaluation
         episodes = play_stages(stages, e.opponents, e.seeds_per_group, e.groups, e.seed, e.sampling,
                                max_batch=e.max_batch, prompt_cap=e.prompt_cap, progress=progress)
-        return episodes, stage_table(episodes, list(stages), e.n_resamples, e.bootstrap_seed, e.alpha)
+        return self.tabulate(episodes, stages, e)
 
 
 def stage_spec(section: Any, statistics: Any, *, base_model: str | Path, sampling: SamplingConfig | None, seed: int,
@@ -153,13 +151,8 @@ def stage_spec(section: Any, statistics: Any, *, base_model: str | Path, samplin
     lm = section.lm
     return shared.StageSpec(
         game=BilateralStages(), base_model=base_model, training_dir=training_dir, opponent=lm.opponent,
-        evaluation=shared.StageEvaluation(
-            (lm.opponent,), tuple(lm.eval_tiers) if lm.eval_tiers else None, lm.eval_seeds_per_tier, seed, sampling,
-            lm.base.batch_size or 16, lm.base.prompt_cap or 2048, statistics.n_resamples, statistics.seed,
-            statistics.alpha),
-        sft=shared.SFTStage(section.sft.config, tournament, section.sft.select, section.sft.min_share,
-                            section.sft.max_examples),
-        grpo=section.grpo, progress=progress)
+        evaluation=shared.lm_evaluation(lm, statistics, seed, sampling, lm.eval_tiers),
+        sft=shared.sft_stage(section.sft, tournament), grpo=section.grpo, progress=progress)
 
 
 def profile_line(profile: str, section: Any) -> str:

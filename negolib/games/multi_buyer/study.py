@@ -42,7 +42,6 @@ from negolib.games.multi_buyer.tools import MESSAGE_BUYER
 from negolib.games.multi_buyer.training import play_stages, run_grpo, sft_dataset, stage_table
 from negolib.games.toolcalls import money
 from negolib.sampling import SamplingConfig
-from negolib.training.grpo import TrainResult
 
 SHOW = {"normalised_surplus": "normalised surplus", "top_buyer_share": "deals with the top buyer",
         "exploration": "buyers explored", "overshoots": "overshoots", "deal_rate": "deal rate",
@@ -221,9 +220,8 @@ class MultiBuyerStages(shared.GameStages):
         return sft_dataset(sft.tournament, select=sft.select, min_share=sft.min_share, max_examples=sft.max_examples,
                            max_seller_turns=self.turn_budget)  # sales a seller with this budget can make
 
-    def train_grpo(self, start_dir: str | Path, out_dir: Path, config: Any, opponent: str, progress: bool,
-                   resume: bool) -> TrainResult:
-        return run_grpo(start_dir, out_dir, config, opponent=opponent, progress=progress, resume=resume)
+    run_grpo = staticmethod(run_grpo)
+    stage_table = staticmethod(stage_table)
 
     def evaluate(self, stages: Mapping[str, str | Path], evaluation: shared.StageEvaluation,
                  progress: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -232,7 +230,7 @@ class MultiBuyerStages(shared.GameStages):
             raise ValueError(f"multi_buyer: the stages meet one buyer agent, got {list(e.opponents)}")
         episodes = play_stages(stages, e.groups or list(EVAL_MARKETS), e.seeds_per_group, e.seed, e.sampling,
                                self.turn_budget, e.opponents[0], e.max_batch, e.prompt_cap, progress)
-        return episodes, stage_table(episodes, list(stages), e.n_resamples, e.bootstrap_seed, e.alpha)
+        return self.tabulate(episodes, stages, e)
 
 
 def stage_spec(section: Any, statistics: Any, *, base_model: str | Path, sampling: SamplingConfig | None, seed: int,
@@ -247,11 +245,8 @@ def stage_spec(section: Any, statistics: Any, *, base_model: str | Path, samplin
     return shared.StageSpec(
         game=MultiBuyerStages(section.grpo.turn_budget), base_model=base_model, training_dir=training_dir,
         opponent=lm.opponent,
-        evaluation=shared.StageEvaluation(
-            (lm.opponent,), tuple(lm.eval_tiers or EVAL_MARKETS), lm.eval_seeds_per_tier, seed, sampling,
-            lm.base.batch_size or 16, lm.base.prompt_cap or 2048, statistics.n_resamples, statistics.seed,
-            statistics.alpha),
-        sft=shared.SFTStage(sft.config, tournament, sft.select, sft.min_share, sft.max_examples) if sft else None,
+        evaluation=shared.lm_evaluation(lm, statistics, seed, sampling, lm.eval_tiers or EVAL_MARKETS),
+        sft=shared.sft_stage(sft, tournament),
         grpo=section.grpo if section.train else None,
         references={f"{reference} (scripted)": reference} if reference else {}, progress=progress)
 

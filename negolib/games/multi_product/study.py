@@ -45,7 +45,6 @@ from negolib.games.multi_product.training import (
     stage_table,
 )
 from negolib.sampling import SamplingConfig
-from negolib.training.grpo import TrainResult
 
 LABEL = {"oracle": "oracle (upper bound: reads valuations)", "oracle_surplus": "oracle_surplus (upper bound)"}
 """Display names of the scripted sellers that read the valuations (upper bounds, not baselines)."""
@@ -214,16 +213,15 @@ class MultiProductStages(shared.GameStages):
     def sft_examples(self, sft: shared.SFTStage) -> list[Any]:
         return sft_dataset(sft.tournament, select=sft.select, min_share=sft.min_share, max_examples=sft.max_examples)
 
-    def train_grpo(self, start_dir: str | Path, out_dir: Path, config: Any, opponent: str, progress: bool,
-                   resume: bool) -> TrainResult:
-        return run_grpo(start_dir, out_dir, config, opponent=opponent, progress=progress, resume=resume)
+    run_grpo = staticmethod(run_grpo)
+    stage_table = staticmethod(stage_table)
 
     def evaluate(self, stages: Mapping[str, str | Path], evaluation: shared.StageEvaluation,
                  progress: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
         e = evaluation
         episodes = play_stages(stages, e.opponents, e.seeds_per_group, e.groups, e.seed, e.sampling,
                                max_batch=e.max_batch, prompt_cap=e.prompt_cap, progress=progress)
-        return episodes, stage_table(episodes, list(stages), e.n_resamples, e.bootstrap_seed, e.alpha)
+        return self.tabulate(episodes, stages, e)
 
 
 def stage_spec(section: Any, statistics: Any, *, base_model: str | Path, sampling: SamplingConfig | None, seed: int,
@@ -236,11 +234,8 @@ def stage_spec(section: Any, statistics: Any, *, base_model: str | Path, samplin
     lm, sft = section.lm, section.sft
     return shared.StageSpec(
         game=MultiProductStages(), base_model=base_model, training_dir=training_dir, opponent=lm.opponent,
-        evaluation=shared.StageEvaluation(
-            (lm.opponent,), tuple(lm.eval_tiers) if lm.eval_tiers else None, lm.eval_seeds_per_tier, seed, sampling,
-            lm.base.batch_size or 16, lm.base.prompt_cap or 2048, statistics.n_resamples, statistics.seed,
-            statistics.alpha),
-        sft=shared.SFTStage(sft.config, tournament, sft.select, sft.min_share, sft.max_examples) if sft else None,
+        evaluation=shared.lm_evaluation(lm, statistics, seed, sampling, lm.eval_tiers),
+        sft=shared.sft_stage(sft, tournament),
         grpo=section.grpo if section.train else None, progress=progress)
 
 
