@@ -7,10 +7,12 @@ Variants, each a full GRPO step through the project's path (:func:`negolib.train
 * ``no_reference``: ``kl_beta`` 0: no reference model (the lesson's setting);
 * ``untrimmed``: ``kl_beta`` 0 with ``trim_padding`` off: every micro-batch padded to the step's longest episode;
 * ``trimmed``: ``kl_beta`` 0 with ``trim_padding`` on (the default): each micro-batch over its own width;
-* ``stock_prompt``: ``kl_beta`` 0 with ``shared_prefix`` off: every rollout's prompt run through forward and
-  backward (TRL's stock scoring);
-* ``shared_prompt``: ``kl_beta`` 0 with ``shared_prefix`` on (the default): the group's prompt run once
-  (:mod:`negolib.training.shared_prefix`). ``--micro-batch`` sets the episodes a forward/backward (the lesson's).
+* ``stock_prompt``: ``kl_beta`` 0 with ``shared_prefix`` off and micro-batches of 2 (the lesson before the lever):
+  every rollout's prompt run through forward and backward (TRL's stock scoring);
+* ``shared_prompt``: ``kl_beta`` 0 with ``shared_prefix`` on and the whole group of 8 in one micro-batch (the
+  lesson now): the group's prompt run once (:mod:`negolib.training.shared_prefix`).
+
+``--micro-batch`` sets the other variants' episodes a forward/backward (micro-batches never exceed a step's episodes).
 
 The variants run in rounds, each round in a rotated order (A-B-C-D, then B-C-D-A, ...), so a drift of the shared
 host's speed falls on every variant alike. Per variant it prints the median [min, max] over rounds of the update's
@@ -39,8 +41,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no_reference": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False},
     "untrimmed": {"kl_beta": 0.0, "trim_padding": False, "shared_prefix": False},
     "trimmed": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False},
-    "stock_prompt": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False},
-    "shared_prompt": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": True},
+    "stock_prompt": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": False, "micro_batch_size": 2},
+    "shared_prompt": {"kl_beta": 0.0, "trim_padding": True, "shared_prefix": True, "micro_batch_size": 8},
 }
 RATIOS = (("no_reference", "reference"), ("trimmed", "untrimmed"), ("shared_prompt", "stock_prompt"))
 
@@ -69,7 +71,10 @@ def run_variant(name: str, start: str, work: Path, lesson: Any, steps: int) -> l
 
     out = work / f"run-{name}"
     shutil.rmtree(out, ignore_errors=True)
-    run = train_lesson(dataclasses.replace(lesson, steps=steps), start, out, seed=0, recipe=VARIANTS[name])
+    recipe = dict(VARIANTS[name])
+    per_step = lesson.scenarios_per_step * lesson.rollouts_per_scenario
+    recipe["micro_batch_size"] = min(per_step, recipe.get("micro_batch_size", lesson.micro_batch_size))
+    run = train_lesson(dataclasses.replace(lesson, steps=steps), start, out, seed=0, recipe=recipe)
     return [{"update": float(r.get("time_update_s", float("nan"))),
              "step": float(r.get("step_time", r.get("time_step_s", float("nan"))))} for r in run.log]
 
