@@ -32,7 +32,8 @@ PYPROJECT = ROOT / "pyproject.toml"
 MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negolib.book", "negolib.book_runner",
                     "negolib.widgets",
                     "negolib.report", "negolib.analysis", "negolib.tournament", "negolib.evaluation",
-                    "negolib.diagnostics", "negolib.efficiency", "negolib.cost", "negolib.paired", "negolib.params", "negolib.params_checks",
+                    "negolib.diagnostics", "negolib.efficiency", "negolib.cost", "negolib.paired", "negolib.params",
+                    "negolib.params_checks",
                     "negolib.game_params", "negolib.profile_genius", "negolib.agent_spec",
                     "negolib.agents.factory", "negolib.training.runs", "negolib.training.lesson",
                     "negolib.training.ladder", "negolib.training.ladder_trl", "negolib.envs", "negolib.games"}
