@@ -6,8 +6,8 @@ episode table (:func:`negolib.transcripts.episodes_frame`) and returns tidy Data
 Openings. The seller's *opening* is its first turn. It *opens with terms* when that turn's parsed
 COUNTER names at least one schema term with a usable value (off-schema names and invalid values
 do not count). The opening score is the seller's U~ of the ledger right after that turn, as if
-the buyer accepted it as it stands (:func:`negolib.games.multi_issue.env.opening_score`, the scenario rebuilt from
-(domain, seed)).
+the buyer accepted it as it stands (:func:`negolib.games.multi_issue.env.opening_score`, in the record's scenario:
+``scenarios=`` names the imported ones, :mod:`negolib.games.multi_issue.record_scenarios`).
 
 Decomposition. Normalized utility splits exactly by term, U~ = sum_k w_k (phi_k + 1) / 2, so on a
 deal the seller's U~ is its distributive part (continuous terms) plus its integrative part
@@ -49,10 +49,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from negolib.games.multi_issue.domains import Domain, Issue, get_domain, load_domains
+from negolib.games.multi_issue.domains import Domain, Issue, load_domains
 from negolib.games.multi_issue.env import opening_score
 from negolib.games.multi_issue.metrics import Metric, deal_only, get_metric, metric_value
-from negolib.games.multi_issue.scenarios import Scenario, make_scenario
+from negolib.games.multi_issue.record_scenarios import RecordScenarios, split_skip_reason
+from negolib.games.multi_issue.scenarios import Scenario
 from negolib.paired import contrast_table, pair_episodes, paired_contrast
 from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
@@ -65,25 +66,6 @@ HASH_FIELD = "protocol_hash"
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-class _Lookup:
-    """Domains and scenarios by name / (name, seed), built once per call."""
-
-    def __init__(self, domains: Mapping[str, Domain] | None = None) -> None:
-        self._domains: dict[str, Domain] = dict(domains or {})
-        self._scenarios: dict[tuple[str, int], Scenario] = {}
-
-    def domain(self, name: str) -> Domain:
-        if name not in self._domains:
-            self._domains[name] = get_domain(name)
-        return self._domains[name]
-
-    def scenario(self, name: str, seed: int) -> Scenario:
-        key = (name, int(seed))
-        if key not in self._scenarios:
-            self._scenarios[key] = make_scenario(self.domain(name), int(seed))
-        return self._scenarios[key]
-
 
 def _key(rec: Record) -> dict[str, Any]:
     return {"arm": rec["arm"], "buyer": rec["buyer"], "domain": rec["domain"], "seed": int(rec["seed"])}
@@ -132,10 +114,13 @@ OPENING_COLUMNS = KEY_COLS + ["held_out", "deal", "opening_turn", "opens_with_te
                               "opening_terms_share", "opening_score", "seller_utility", "deal_minus_opening"]
 
 
-def openings_frame(records: Iterable[Record], domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
+def openings_frame(records: Iterable[Record], domains: Mapping[str, Domain] | None = None,
+                   scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """One row per episode: whether the seller opened with terms, how many, and the seller score
-    the opening would give if accepted as it stands (NaN when the seller never spoke)."""
-    look = _Lookup(domains)
+    the opening would give if accepted as it stands (NaN when the seller never spoke); ``scenarios``: the
+    imported ones by domain name (:class:`~negolib.games.multi_issue.record_scenarios.RecordScenarios`)."""
+    records, look = list(records), RecordScenarios(scenarios, domains)
+    look.require((r["domain"] for r in records), "openings_frame")
     rows = []
     for rec in records:
         dom = look.domain(rec["domain"])
@@ -153,11 +138,11 @@ def openings_frame(records: Iterable[Record], domains: Mapping[str, Domain] | No
     return pd.DataFrame(rows, columns=OPENING_COLUMNS)
 
 
-def openings_table(data: Iterable[Record] | pd.DataFrame,
-                   domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
+def openings_table(data: Iterable[Record] | pd.DataFrame, domains: Mapping[str, Domain] | None = None,
+                   scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Per arm: share opening with terms; among those openings, mean terms named, their share of
     the domain's terms, the opening score, the seller U~ of the deals they led to, and the gap."""
-    f = data if isinstance(data, pd.DataFrame) else openings_frame(data, domains)
+    f = data if isinstance(data, pd.DataFrame) else openings_frame(data, domains, scenarios)
     rows = []
     for arm, g in f.groupby("arm", sort=True):
         w = g[g["opens_with_terms"]]
@@ -177,17 +162,24 @@ def openings_table(data: Iterable[Record] | pd.DataFrame,
 # ---------------------------------------------------------------------------------------------
 
 DECOMPOSITION_COLUMNS = ("seller_dist", "seller_int", "seller_u", "buyer_u", "welfare")
+SPLIT_SKIPPED = "split_skipped"  # why an episode's split is left out (empty: it is not)
 
 
-def decomposition_columns(df: pd.DataFrame, domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
+def decomposition_columns(df: pd.DataFrame, domains: Mapping[str, Domain] | None = None,
+                          scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Copy of an episode table with the exact per-term split (see module docstring).
 
     Needs ``domain``, ``deal``, ``seller_terms`` and ``buyer_terms`` (per-term contributions in
     the domain's issue order). On a no-deal every column is NaN. ``welfare`` is replaced by
-    ``seller_u + buyer_u`` (equal to ``seller_utility + buyer_utility`` up to rounding).
+    ``seller_u + buyer_u`` (equal to ``seller_utility + buyer_utility`` up to rounding). An imported
+    scenario (``scenarios``, by domain name) splits by its issues' labels; where its split cannot add up to
+    the recorded U~ (:func:`~negolib.games.multi_issue.record_scenarios.split_skip_reason`) the columns are
+    NaN and :data:`SPLIT_SKIPPED` says why (empty elsewhere).
     """
-    look = _Lookup(domains)
+    look = RecordScenarios(scenarios, domains)
+    look.require(pd.unique(df["domain"]), "decomposition_columns")
     masks: dict[str, np.ndarray] = {}
+    skip = {d: (split_skip_reason(look.imported[d]) or "") if look.is_imported(d) else "" for d in set(df["domain"])}
     cols: dict[str, list[float]] = {c: [] for c in DECOMPOSITION_COLUMNS}
     for dom, deal, st, bt in zip(df["domain"], df["deal"], df["seller_terms"], df["buyer_terms"]):
         if dom not in masks:
@@ -196,17 +188,14 @@ def decomposition_columns(df: pd.DataFrame, domains: Mapping[str, Domain] | None
         s, b = np.asarray(st, dtype=float), np.asarray(bt, dtype=float)
         if s.shape != mask.shape or b.shape != mask.shape:
             raise ValueError(f"domain {dom!r}: {s.size}/{b.size} term contributions, schema has {mask.size}")
-        if not bool(deal):
-            for c in DECOMPOSITION_COLUMNS:
-                cols[c].append(float("nan"))
-            continue
-        dist, integ, bu = float(s[mask].sum()), float(s[~mask].sum()), float(b.sum())
-        su = dist + integ
-        for c, v in zip(DECOMPOSITION_COLUMNS, (dist, integ, su, bu, su + bu)):
+        dist, integ, bu = ((float(s[mask].sum()), float(s[~mask].sum()), float(b.sum())) if bool(deal)
+                           and not skip[dom] else (float("nan"),) * 3)
+        for c, v in zip(DECOMPOSITION_COLUMNS, (dist, integ, dist + integ, bu, dist + integ + bu)):
             cols[c].append(v)
     out = df.copy()
     for c, v in cols.items():
         out[c] = v
+    out[SPLIT_SKIPPED] = df["domain"].map(skip).to_numpy()
     return out
 
 
@@ -229,23 +218,29 @@ DECOMPOSITION_METRICS: dict[str, Metric] = {
 
 def decomposition_table(df: pd.DataFrame, base_arm: str, arms: Sequence[str], resampler: ClusterResampler,
                         alpha: float = 0.05, refine: bool = False, include_total: bool = True,
-                        domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
+                        domains: Mapping[str, Domain] | None = None,
+                        scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Paired deltas (arm minus ``base_arm``) on scenarios both arms closed, with intervals.
 
     Rows per arm: ``seller_dist``, ``seller_int``, ``buyer_u``, ``welfare`` (and ``seller_u``, the
     seller's deal-only change the first two sum to, with ``include_total``). All exploratory:
     ``mark`` is ``'e'`` where the interval excludes zero. ``n_episodes`` counts the both-closed
-    pairs. Columns are added with :func:`decomposition_columns` when missing.
+    pairs. Columns are added with :func:`decomposition_columns` when missing; episodes it skipped are left
+    out, counted in ``n_skipped``, with the reasons in ``attrs["skipped"]``.
     """
     if not set(DECOMPOSITION_COLUMNS) <= set(df.columns):
-        df = decomposition_columns(df, domains)
+        df = decomposition_columns(df, domains, scenarios)
+    why = df[SPLIT_SKIPPED].fillna("").astype(str) if SPLIT_SKIPPED in df else pd.Series("", index=df.index)
+    skipped, src = "; ".join(sorted(set(why[why != ""]))), df
+    df = df[why == ""] if skipped else df
     names = ["seller_dist", "seller_int", "buyer_u", "welfare"] + (["seller_u"] if include_total else [])
     ms = [DECOMPOSITION_METRICS[n] for n in names]
     out = contrast_table(df, [(a, base_arm) for a in arms], ms, resampler, primary=None, alpha=alpha,
                          refine=refine, restrict_both_closed=True)
     out = out.rename(columns={"arm_a": "arm", "arm_b": "base_arm"})
+    out["n_skipped"], out.attrs["skipped"] = len(src) - len(df), skipped
     out["label"] = out["metric"].map({n: DECOMPOSITION_METRICS[n].label for n in names})
-    return _carry_hash(df, out)
+    return _carry_hash(src, out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,7 +403,7 @@ def mentions_term(prose: str, issue: Issue, value: Any) -> bool:
                                                                            else set())
     if any(re.search(rf"\b{re.escape(f)}\b", p) for f in forms):
         return True
-    if issue.kind == "categorical":
+    if issue.kind in ("categorical", "table"):  # a level, by name
         return re.search(rf"\b{re.escape(str(value).lower())}\b", p) is not None
     if issue.kind == "continuous":
         v = float(value)
@@ -428,10 +423,11 @@ CONCESSION_COLUMNS = KEY_COLS + ["closing_turn", "counter_turn", "changed_terms"
 
 
 def concession_frame(records: Iterable[Record], domains: Mapping[str, Domain] | None = None,
-                     closer: str = "seller") -> pd.DataFrame:
+                     closer: str = "seller", scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """One row per deal closed by ``closer``'s ACCEPT: the terms the last COUNTER before it changed
     and whether the accept's prose names one of them (None when that counter changed none)."""
-    look = _Lookup(domains)
+    records, look = list(records), RecordScenarios(scenarios, domains)
+    look.require((r["domain"] for r in records), "concession_frame")
     rows = []
     for rec in records:
         turns = rec["turns"]
@@ -475,7 +471,8 @@ _COUNT_COLUMNS = ["n_style_turns", "n_repeated_opener", "n_i_appreciate", "n_jso
 
 
 def style_episodes_frame(records: Sequence[Record], domains: Mapping[str, Domain] | None = None,
-                         turns: pd.DataFrame | None = None) -> pd.DataFrame:
+                         turns: pd.DataFrame | None = None,
+                         scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Per episode: counts of flagged seller turns (over ``n_style_turns``, the seller turns with
     prose), buyer voice at the opening, late close and concession naming (NaN where undefined).
     ``turns`` is :func:`seller_turns_frame` of ``records`` when already computed."""
@@ -487,7 +484,7 @@ def style_episodes_frame(records: Sequence[Record], domains: Mapping[str, Domain
         n_i_appreciate=("i_appreciate", "sum"), n_json_leak=("json_leak", "sum"),
         n_placeholder_turns=("placeholder_turn", "sum"), n_placeholders=("n_placeholders", "sum"),
         n_buyer_voice_turns=("buyer_voice", "sum")).reset_index()
-    conc = concession_frame(records, domains)[KEY_COLS + ["names_concession"]]
+    conc = concession_frame(records, domains, scenarios=scenarios)[KEY_COLS + ["names_concession"]]
     conc = conc.assign(names_concession=conc["names_concession"].map(
         lambda v: float("nan") if v is None or pd.isna(v) else float(v)))
     base = pd.DataFrame([{**_key(rec), "buyer_voice_opening": _opens_in_buyer_voice(rec),
@@ -504,15 +501,15 @@ def _opens_in_buyer_voice(rec: Record) -> bool:
     return bool(first and is_buyer_voice(first.get("prose") or ""))
 
 
-def episode_diagnostics(records: Sequence[Record],
-                        domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
+def episode_diagnostics(records: Sequence[Record], domains: Mapping[str, Domain] | None = None,
+                        scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """The episode table with decomposition, opening and style columns: one frame for the stats
     layer (contrast any of :data:`DIAGNOSTIC_METRICS`)."""
     records = list(records)
-    df = decomposition_columns(episodes_frame(records), domains)
-    opening = openings_frame(records, domains)[KEY_COLS + ["opens_with_terms", "n_opening_terms",
+    df = decomposition_columns(episodes_frame(records), domains, scenarios)
+    opening = openings_frame(records, domains, scenarios)[KEY_COLS + ["opens_with_terms", "n_opening_terms",
                                                            "opening_terms_share", "opening_score"]]
-    style = style_episodes_frame(records, domains)
+    style = style_episodes_frame(records, domains, scenarios=scenarios)
     out = df.merge(opening, on=KEY_COLS, how="left").merge(style, on=KEY_COLS, how="left")
     hashes = [r.get(HASH_FIELD) for r in records]
     if any(h is not None for h in hashes):  # records stamped by negolib.evaluation
@@ -572,12 +569,14 @@ STYLE_TABLE_METRICS = ("repeated_opener_rate", "i_appreciate_rate", "json_leak_r
                        "late_close_share")
 
 
-def style_table(records: Sequence[Record], domains: Mapping[str, Domain] | None = None) -> pd.DataFrame:
-    """Per arm: opener concentration and every style diagnostic (point estimates), with counts."""
+def style_table(records: Sequence[Record], domains: Mapping[str, Domain] | None = None,
+                scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
+    """Per arm: opener concentration and every style diagnostic (point estimates), with counts; ``scenarios``: the
+    imported ones by domain name (a concession names a term of the record's own domain)."""
     records = list(records)
     turns = seller_turns_frame(records)
     conc = opener_concentration(turns)
-    ep = style_episodes_frame(records, domains, turns)
+    ep = style_episodes_frame(records, domains, turns, scenarios)
     rows = []
     for arm, g in ep.groupby("arm", sort=True):
         row: dict[str, Any] = {"arm": arm, "n_episodes": len(g)}
@@ -716,29 +715,30 @@ HAND_READ_PER_FAMILY = 5
 domain family are read by hand")."""
 
 
-def domain_family(domain: str) -> str:
-    """The domain family a domain belongs to: ``"held-out"`` (the withheld domain) or ``"training"`` (the
-    eight training domains). Ours: the paper names no other grouping of its domains."""
+def domain_family(domain: str, scenarios: Mapping[str, Scenario] | None = None) -> str:
+    """The domain family a domain belongs to: ``"held-out"`` (the withheld domain), ``"training"`` (the
+    eight training domains) or ``"imported"`` (one of the imported ``scenarios``). Ours: the paper names no other."""
     dom = load_domains().get(domain)
-    return "held-out" if dom is not None and dom.held_out else "training"
+    return "imported" if domain in (scenarios or {}) else "held-out" if dom is not None and dom.held_out else "training"
 
 
 def hand_read_sample(records: Iterable[Record], arm: str, seed: int, per_family: int = HAND_READ_PER_FAMILY,
-                     max_chars: int = 400) -> pd.DataFrame:
+                     max_chars: int = 400, scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """The hand-read guard's sample of ``arm``: ``per_family`` seeded episodes (:func:`sample_transcripts`)
     from each domain family (:func:`domain_family`), with a ``family`` column, training family first."""
     recs = [r for r in records if r["arm"] == arm]
+    RecordScenarios(scenarios).require((r["domain"] for r in recs), "hand_read_sample")
     families: dict[str, list[str]] = {}
     for d in sorted({r["domain"] for r in recs}):
-        families.setdefault(domain_family(d), []).append(d)
+        families.setdefault(domain_family(d, scenarios), []).append(d)
     parts = [sample_transcripts(recs, arm, per_family, seed, only_domains=families[f], max_chars=max_chars)
-             .assign(family=f) for f in ("training", "held-out") if f in families]
+             .assign(family=f) for f in ("training", "held-out", "imported") if f in families]
     cols = ["family", *KEY_COLS, "status", "score", "turns", "transcript"]
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
-__all__ = ["HAND_READ_PER_FAMILY", "domain_family", "hand_read_sample",
+__all__ = ["HAND_READ_PER_FAMILY", "SPLIT_SKIPPED", "domain_family", "hand_read_sample",
            "named_schema_terms", "openings_frame", "openings_table", "decomposition_columns",
            "DECOMPOSITION_METRICS", "decomposition_table", "opener", "starts_with_i_appreciate",
            "json_fragments", "has_json_leak", "PLACEHOLDER_RE", "find_placeholders", "BUYER_VOICE_PATTERNS",

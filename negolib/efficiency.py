@@ -56,7 +56,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from negolib.games.multi_issue.scenarios import Scenario, lookup_scenario
+from negolib.games.multi_issue.record_scenarios import RecordScenarios
+from negolib.games.multi_issue.scenarios import Scenario
 from negolib.games.multi_issue.utility import both_utilities
 from negolib.transcripts import episodes_frame
 
@@ -699,14 +700,13 @@ def efficiency_frame(data: pd.DataFrame | Iterable[dict[str, Any]],
     one its domain names in ``scenarios`` (fixed preferences: :func:`negolib.profile_genius.imported_scenarios`),
     else drawn from (domain, seed) of ``domains_dir`` (default: the shipped ones).
     """
-    df = data.copy() if isinstance(data, pd.DataFrame) else episodes_frame(data)
-    cache = {} if cache is None else cache
-    deals = _deal_mask(df) if len(df) else pd.Series(dtype=bool)
-    rows = []
+    df, cache = data.copy() if isinstance(data, pd.DataFrame) else episodes_frame(data), {} if cache is None else cache
+    look, deals, rows = RecordScenarios(scenarios, directory=domains_dir), _deal_mask(df) if len(df) else None, []
+    look.require(pd.unique(df["domain"]) if len(df) else (), "efficiency_frame")  # before any oracle is built
     for idx, row in df.iterrows():
         key = (str(row["domain"]), int(row["seed"]), disagreement)
         if key not in cache:
-            cache[key] = ScenarioOracle.of(lookup_scenario(key[0], key[1], scenarios, domains_dir), disagreement)
+            cache[key] = ScenarioOracle.of(look.scenario(key[0], key[1]), disagreement)
         oracle = cache[key]
         ledger = row.get("final_ledger")
         if deals[idx] and isinstance(ledger, str) and ledger != "null":
