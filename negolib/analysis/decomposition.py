@@ -8,13 +8,14 @@ in the buyer's U~ and in joint welfare (:func:`negolib.diagnostics.decomposition
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from negolib.analysis.contrasts import numeric
 from negolib.analysis.resamplers import Analysis
-from negolib.diagnostics import decomposition_columns, decomposition_table
+from negolib.diagnostics import SPLIT_SKIPPED, decomposition_columns, decomposition_table
+from negolib.games.multi_issue.scenarios import Scenario
 
 DECOMP_METRICS = ("seller_distributive", "seller_integrative", "buyer_utility", "welfare")
 DECOMP_NAMES = {"seller_dist": "seller_distributive", "seller_int": "seller_integrative", "buyer_u": "buyer_utility",
@@ -22,14 +23,17 @@ DECOMP_NAMES = {"seller_dist": "seller_distributive", "seller_int": "seller_inte
 """The decomposition metrics of :mod:`negolib.diagnostics` -> their names in the analysis frames."""
 
 
-def decomposition(an: Analysis, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
+def decomposition(an: Analysis, pairs: Sequence[tuple[str, str]],
+                  scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Paired deal-only changes (arm_a - arm_b) over scenarios both arms closed, split into the seller's
     distributive and integrative parts, the buyer's U~ and joint welfare; metrics named as in
-    :data:`DECOMP_NAMES` (:data:`DECOMP_METRICS` and the seller's total ``seller_utility``)."""
+    :data:`DECOMP_NAMES` (:data:`DECOMP_METRICS` and the seller's total ``seller_utility``). ``scenarios``: the
+    imported ones by domain name; episodes whose split cannot be made are left out (``n_skipped``; the reasons in
+    ``attrs["skipped"]``)."""
     pairs = [(a, b) for a, b in pairs if an.has(a) and an.has(b)]
     if not pairs:
         return pd.DataFrame()
-    df = decomposition_columns(an.df)
+    df = decomposition_columns(an.df, scenarios=scenarios)
     parts = []
     for a, b in pairs:
         seeds = sorted(set(df.loc[df["arm"] == a, "seed"]) & set(df.loc[df["arm"] == b, "seed"]))
@@ -42,6 +46,7 @@ def decomposition(an: Analysis, pairs: Sequence[tuple[str, str]]) -> pd.DataFram
     if not out.empty:
         out["metric"] = out["metric"].map(DECOMP_NAMES)
         out = numeric(out).drop(columns=["label"], errors="ignore")
+        out.attrs["skipped"] = "; ".join(sorted(set(df[SPLIT_SKIPPED]) - {""}))
     return out
 
 

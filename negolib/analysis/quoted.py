@@ -19,7 +19,7 @@ profile's ``n_resamples`` and its ``refine_resamples``). Every quantity is explo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,12 +106,13 @@ def resolve(params: Params, ref: str) -> str | None:
     return getattr(group, role, None)
 
 
-def _domains(an: Analysis, which: str) -> tuple[str, ...] | None:
+def _domains(an: Analysis, which: str, imported: Iterable[str] = ()) -> tuple[str, ...] | None:
+    """The domains of ``an`` in a domain set; an ``imported`` scenario is neither a training nor a held-out domain."""
     if which == "all":
         return None
-    held = {d for d, dom in load_domains().items() if dom.held_out}
+    held, skip = {d for d, dom in load_domains().items() if dom.held_out}, set(imported)
     present = sorted(pd.unique(an.df["domain"])) if not an.df.empty else []
-    return tuple(d for d in present if (d in held) == (which == "held_out"))
+    return tuple(d for d in present if d not in skip and (d in held) == (which == "held_out"))
 
 
 def _buyer(params: Params, i: int | None) -> str | None:
@@ -143,7 +144,8 @@ def _row(q: Quoted, params: Params, an: Analysis, n_resamples: int) -> dict:
     res = an.resampler(seeds)
     if res.n_resamples != n_resamples:
         res = res.with_resamples(n_resamples)
-    specs = [ContrastSpec(a, b, get_metric("score"), False, buyer, _domains(an, t.domains))  # type: ignore[arg-type]
+    genius = params.evaluation.genius or {}  # the profile's imported scenarios: in no training or held-out set
+    specs = [ContrastSpec(a, b, get_metric("score"), False, buyer, _domains(an, t.domains, genius))  # type: ignore[arg-type]
              for t, (a, b), buyer in zip(terms, arms, buyers)]
     try:
         cs = run_contrasts(sub, specs, res, an.alpha)

@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 
 from negolib.analysis.resamplers import Analysis
-from negolib.diagnostics import decomposition_columns
-from negolib.games.multi_issue.domains import load_domains
+from negolib.diagnostics import SPLIT_SKIPPED, decomposition_columns
 from negolib.games.multi_issue.env import EnvConfig
 from negolib.games.multi_issue.metrics import Metric, deal_only, get_metric
+from negolib.games.multi_issue.record_scenarios import RecordScenarios
+from negolib.games.multi_issue.scenarios import Scenario
 from negolib.paired import ContrastSpec, arm_estimate, contrast_difference, run_contrasts
 from negolib.params import Params
 
@@ -104,14 +105,15 @@ def late_close_change(an: Analysis, pairs: Sequence[tuple[str, str]],
 
 # -- the buyer's integrative change and the seller's integrative - distributive gap ----------------------------
 
-def buyer_split_columns(df: pd.DataFrame) -> pd.DataFrame:
+def buyer_split_columns(df: pd.DataFrame, scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """:func:`negolib.diagnostics.decomposition_columns` plus the buyer's U~ split by term type: ``buyer_dist`` and
-    ``buyer_int`` (the buyer's contributions on the distributive and integrative issues; NaN on a no-deal)."""
-    out = decomposition_columns(df)
-    masks = {d: np.array([i.distributive for i in dom.issues]) for d, dom in load_domains().items()}
+    ``buyer_int`` (the buyer's contributions on the distributive and integrative issues; NaN on a no-deal and where
+    the split is skipped, ``split_skipped`` saying why). ``scenarios``: the imported ones by domain name."""
+    out, look = decomposition_columns(df, scenarios=scenarios), RecordScenarios(scenarios)
+    masks = {d: np.array([i.distributive for i in look.domain(d).issues]) for d in pd.unique(out["domain"])}
     dist, integ = [], []
-    for dom, deal, bt in zip(out["domain"], out["deal"], out["buyer_terms"]):
-        if not bool(deal):
+    for dom, deal, bt, why in zip(out["domain"], out["deal"], out["buyer_terms"], out[SPLIT_SKIPPED]):
+        if not bool(deal) or why:
             dist.append(np.nan)
             integ.append(np.nan)
             continue
@@ -130,16 +132,21 @@ SPLIT_METRICS = (_deal_metric("seller_dist", "seller_distributive"), _deal_metri
                  _deal_metric("buyer_dist", "buyer_distributive"), _deal_metric("buyer_int", "buyer_integrative"))
 
 
-def integrative_split(an: Analysis, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
+def integrative_split(an: Analysis, pairs: Sequence[tuple[str, str]],
+                      scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
     """Per (arm, base) pair, over the scenarios both arms closed: the paired changes in the seller's and the buyer's
     U~ on distributive and on integrative terms, and ``seller_integrative_minus_distributive`` (the seller's
-    integrative change minus its distributive change, on the same resamples)."""
+    integrative change minus its distributive change, on the same resamples). ``scenarios``: the imported ones by
+    domain name; episodes whose split is skipped are left out (``n_skipped``; the reasons in ``attrs["skipped"]``)."""
     if an.df.empty or not {"seller_terms", "buyer_terms"} <= set(an.df.columns):  # no per-term contributions
-        return pd.DataFrame(columns=PAIR_COLUMNS)
-    df = buyer_split_columns(an.df)
-    rows = _pair_rows(an, pairs, SPLIT_METRICS, df, differences=[
+        return pd.DataFrame(columns=[*PAIR_COLUMNS, "n_skipped"])
+    df = buyer_split_columns(an.df, scenarios)
+    why = df[SPLIT_SKIPPED]
+    rows = _pair_rows(an, pairs, SPLIT_METRICS, df[why == ""], differences=[
         ("seller_integrative_minus_distributive", "seller_integrative", "seller_distributive")])
-    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+    out = pd.DataFrame(rows, columns=PAIR_COLUMNS).assign(n_skipped=int((why != "").sum()))
+    out.attrs["skipped"] = "; ".join(sorted(set(why) - {""}))
+    return out
 
 
 # -- shares of the seller's gain --------------------------------------------------------------------------------
@@ -258,9 +265,12 @@ def walkaways(df: pd.DataFrame, max_turns: int) -> pd.DataFrame:
 
 # -- off-schema terms on the closing ledger ----------------------------------------------------------------------
 
-def ledger_off_schema(df: pd.DataFrame) -> pd.Series:
-    """Per episode: whether its final ledger holds a term name outside the domain's schema (NaN for a no-deal)."""
-    doms = load_domains()
+def ledger_off_schema(df: pd.DataFrame, scenarios: Mapping[str, Scenario] | None = None) -> pd.Series:
+    """Per episode: whether its final ledger holds a term name outside the domain's schema (NaN for a no-deal);
+    ``scenarios``: the imported ones by domain name (their own schema)."""
+    look = RecordScenarios(scenarios)
+    look.require(pd.unique(df["domain"]), "ledger_off_schema")
+    doms = {d: look.domain(d) for d in pd.unique(df["domain"])}
     out = []
     for dom, deal, led in zip(df["domain"], df["deal"], df["final_ledger"]):
         if not bool(deal):
@@ -271,12 +281,13 @@ def ledger_off_schema(df: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=df.index, dtype=float)
 
 
-def off_schema_ledger_share(df: pd.DataFrame) -> pd.DataFrame:
-    """Per arm: deals, the deals that close with at least one off-schema term on the ledger and their share."""
+def off_schema_ledger_share(df: pd.DataFrame, scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
+    """Per arm: deals, the deals that close with at least one off-schema term on the ledger and their share
+    (``scenarios``: as in :func:`ledger_off_schema`)."""
     cols = ["arm", "n_deals", "n_off_schema_deals", "off_schema_deal_share"]
     if df is None or df.empty or "final_ledger" not in df:
         return pd.DataFrame(columns=cols)
-    d = df.assign(_off=ledger_off_schema(df))
+    d = df.assign(_off=ledger_off_schema(df, scenarios))
     rows = []
     for arm, g in d.groupby("arm", sort=False):
         deals = g["_off"].dropna()

@@ -139,6 +139,12 @@ def fmt_count(n: Any) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
+def skipped_notes(data: pd.DataFrame | None) -> list[str]:
+    """A table's note naming the episodes its analysis left out and why (``attrs["skipped"]``; none: [])."""
+    why = data.attrs.get("skipped") if data is not None else None
+    return [f"Left out (``n_skipped`` episodes per row): {why}."] if why else []
+
+
 __all__ = ["DECOMP_LABELS", "FEW", "ROLE_LABELS", "arm_label", "contrast_cell", "contrast_data", "contrast_marks",
            "decomposition_data", "estimate_cell", "few_clusters_note", "fmt_count", "frame", "marked_lookup",
-           "paper_ref"]
+           "paper_ref", "skipped_notes"]

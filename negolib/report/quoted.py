@@ -11,7 +11,7 @@ from negolib.formatting import DASH, fmt_ci, fmt_num, fmt_pct, is_number
 from negolib.paper import PaperReported
 from negolib.params import Params
 from negolib.report.booktable import BookTable, fmt_paper
-from negolib.report.cells import frame, paper_ref
+from negolib.report.cells import frame, paper_ref, skipped_notes
 
 NOT_RUN = "not run in this profile"
 
@@ -190,7 +190,8 @@ def integrative_table(split: pd.DataFrame, params: Params, paper: PaperReported)
     return BookTable("integrative_split", "Integrative terms: the buyer's change and the seller's gap (§5, post hoc)",
                      frame(rows), "Paired deal-only changes from the same-size base on the scenarios both arms "
                      "closed, split by term type for both parties; the gap is the seller's integrative minus its "
-                     "distributive change on the same resamples. Exploratory (e: interval excludes zero).", split)
+                     "distributive change on the same resamples. Exploratory (e: interval excludes zero).", split,
+                     notes=skipped_notes(split))
 
 
 def gain_shares_table(shares: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:

@@ -28,6 +28,7 @@ from negolib.report.cells import (
     frame,
     marked_lookup,
     paper_ref,
+    skipped_notes,
 )
 from negolib.report.figures import PAPER_SIZES, ROLE_STYLE, pyplot
 
@@ -178,7 +179,7 @@ def table2(decomp: pd.DataFrame, opens: Mapping[str, float] | None, params: Para
                      "Δ columns: paired differences from the same-size base over scenarios both arms closed "
                      "(exploratory; e marks a 95% seed-cluster interval excluding zero). U~ splits exactly by "
                      "term into distributive (continuous) and integrative (categorical, binary) parts.",
-                     decomposition_data(decomp))
+                     decomposition_data(decomp), notes=skipped_notes(decomp))
 
 
 def openings_book_table(openings: pd.DataFrame, params: Params, paper: PaperReported) -> BookTable:
