@@ -24,10 +24,12 @@ from negolib.agents.factory import ModelCache
 from negolib.games.multi_issue.domains import Domain, Issue, get_domain, load_domains
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.protocol import canonical_value
+from negolib.games.multi_issue.record_scenarios import RecordScenarios
 from negolib.games.multi_issue.rollout import EpisodeSpec, play_one
-from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.scenarios import Scenario, make_scenario
 from negolib.games.multi_issue.scripted import STRATEGIES, make_scripted
 from negolib.games.multi_issue.utility import both_utilities, contributions
+from negolib.profile_genius import imported_scenarios
 from negolib.training.runs import build_agent
 
 if TYPE_CHECKING:
@@ -162,11 +164,16 @@ def _action_text(t: Any, show_terms: bool = True) -> str:
 # ---------------------------------------------------------------------------------------------
 
 class EpisodeExplorer:
-    """Play one episode of a profile (domain, seed, seller arm, buyer) and step through its turns."""
+    """Play one episode of a profile (domain, seed, seller arm, buyer) and step through its turns.
 
-    def __init__(self, book: Book, cache: Any = None) -> None:
+    ``scenarios``: imported scenarios by domain name (default: the profile's ``evaluation.genius``), so an
+    imported domain plays, and its records step through, its own fixed preferences."""
+
+    def __init__(self, book: Book, cache: Any = None, scenarios: Mapping[str, Scenario] | None = None) -> None:
         self.book, self.cache = book, cache or ModelCache()
         self._agents: dict[str, Any] = {}
+        self.scenarios = RecordScenarios(imported_scenarios(getattr(book.params.evaluation, "genius", None))
+                                         if scenarios is None else scenarios)
 
     def agent(self, name: str) -> Any:
         """A party of the profile by name, or a scripted strategy by its name (``hardheaded``, ...)."""
@@ -192,15 +199,14 @@ class EpisodeExplorer:
         """The transcript record of one freshly played evaluation episode."""
         ev = self.book.params.evaluation
         cfg = EnvConfig(max_rounds=ev.max_rounds, first_mover=ev.first_mover, accept_needs_offer=ev.accept_needs_offer)
-        spec = EpisodeSpec(seller, seller, buyer, make_scenario(get_domain(domain), int(seed)), cfg)
+        spec = EpisodeSpec(seller, seller, buyer, self.scenarios.scenario(domain, int(seed)), cfg)
         return play_one(spec, {seller: self.agent(seller), buyer: self.agent(buyer)})
 
-    @staticmethod
-    def turn(record: dict[str, Any], k: int) -> tuple[dict[str, Any], Any]:
-        """(turn k's record, the ledger table after it) for 1 <= k <= number of turns."""
+    def turn(self, record: dict[str, Any], k: int) -> tuple[dict[str, Any], Any]:
+        """(turn k's record, the ledger table after it, in the record's scenario) for 1 <= k <= number of turns."""
         t = record["turns"][k - 1]
-        sc = make_scenario(get_domain(record["domain"]), int(record["seed"]))
-        return t, ledger_table(sc, t["ledger"])
+        self.scenarios.require([record["domain"]], "EpisodeExplorer.turn")
+        return t, ledger_table(self.scenarios.scenario(record["domain"], int(record["seed"])), t["ledger"])
 
     def widget(self, domain: str = "car", seed: int = 5_000_053, seller: str | None = None,
                buyer: str | None = None) -> Any:
@@ -212,7 +218,7 @@ class EpisodeExplorer:
         demo_seller, demo_buyer = self.demo_parties()
         sellers = list(dict.fromkeys([*p.arms, *STRATEGIES]))
         buyers = list(dict.fromkeys([*p.buyers, *STRATEGIES]))
-        dd = w.Dropdown(options=list(load_domains()), value=domain, description="domain")
+        dd = w.Dropdown(options=[*load_domains(), *self.scenarios.imported], value=domain, description="domain")
         sd = w.BoundedIntText(value=seed, min=0, max=10**9, description="seed")
         sl = w.Dropdown(options=sellers, value=seller or demo_seller, description="seller")
         by = w.Dropdown(options=buyers, value=buyer or demo_buyer, description="buyer")
@@ -229,8 +235,7 @@ class EpisodeExplorer:
             if rec is None:
                 return
             t, table = self.turn(rec, step.value)
-            sc = make_scenario(get_domain(rec["domain"]), int(rec["seed"]))
-            su, bu = both_utilities(sc, t["ledger"])
+            su, bu = both_utilities(self.scenarios.scenario(rec["domain"], int(rec["seed"])), t["ledger"])
             out.clear_output(wait=True)
             with out:
                 act = (t["action"] or {}).get("action") or f"bad parse ({t['parse_error']})"
