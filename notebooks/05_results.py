@@ -37,6 +37,7 @@ from negolib.analysis.read_points import adjacent_reads
 from negolib.book import open_book
 from negolib.diagnostics import openings_table
 from negolib.formatting import fmt_ci, fmt_p
+from negolib.profile_genius import imported_scenarios
 from negolib.report.paper_checks import adjacent_reads_table
 from negolib.report.quoted import (
     gain_shares_table,
@@ -62,6 +63,7 @@ output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 B = open_book(params_path, output_dir or None)
 P, paper = B.params, B.paper
 R = B.results()
+imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
 print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empty else
       "no transcripts yet: run notebook 04_evaluation first")
 
@@ -158,9 +160,9 @@ B.save_figure(fig, "figure2")
 
 # %%
 records = B.records()
-openings = openings_table(records) if records else pd.DataFrame()
+openings = openings_table(records, scenarios=imported) if records else pd.DataFrame()
 opens = openings.set_index("arm")["opens_with_terms"].to_dict() if len(openings) else {}
-decomp = decomposition(R.an, trained_pairs(P))
+decomp = decomposition(R.an, trained_pairs(P), scenarios=imported)
 display(B.save_table(table2(decomp, opens, P, paper)))
 
 # %% [markdown]
@@ -176,7 +178,7 @@ display(B.save_table(table2(decomp, opens, P, paper)))
 
 # %%
 display(B.save_table(gain_shares_table(gain_shares(decomp), P, paper)))
-display(B.save_table(integrative_table(integrative_split(R.an, trained_pairs(P)), P, paper)))
+display(B.save_table(integrative_table(integrative_split(R.an, trained_pairs(P), scenarios=imported), P, paper)))
 display(B.save_table(late_close_table(late_close_change(R.an, trained_pairs(P)), P, paper)))
 
 # %% [markdown]

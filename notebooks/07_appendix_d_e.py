@@ -40,6 +40,7 @@ from negolib.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, p
 from negolib.book import open_book
 from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
 from negolib.games.multi_issue.domains import load_domains
+from negolib.profile_genius import imported_scenarios
 from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
 from negolib.report.paper_checks import (
     app_a_shares_table,
@@ -61,6 +62,7 @@ B = open_book(params_path, output_dir or None)
 P, paper = B.params, B.paper
 R = B.results()
 records = B.records()
+imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
 runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds]
 # (trained arm, same-size base); the base need not be evaluated: the guards compare with the starting policy
 trained = [(a, g.base) for g in P.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)
@@ -166,7 +168,7 @@ display(B.save_table(table6_from_style(style_table(held_records) if held_records
 # begin with the same three words).
 
 # %%
-style_all = style_table(records) if records else pd.DataFrame()
+style_all = style_table(records, scenarios=imported) if records else pd.DataFrame()
 display(B.save_table(style_diag_table(style_all, P, paper)))
 
 # %% [markdown]
@@ -184,7 +186,7 @@ display(B.save_table(nodeal_counter_table(nodeal_counters(records), P, paper)))
 
 # %%
 display(B.save_table(walkaway_table(walkaways(R.an.df, 2 * P.evaluation.max_rounds), P, paper)))
-display(B.save_table(off_schema_ledger_table(off_schema_ledger_share(R.an.df), P, paper)))
+display(B.save_table(off_schema_ledger_table(off_schema_ledger_share(R.an.df, scenarios=imported), P, paper)))
 
 # %% [markdown]
 # App. A's two shares per arm: off-schema names among the terms the seller names (the paper: 4-6% in every arm) and
@@ -201,7 +203,8 @@ display(B.save_table(app_a_shares_table(arm_estimates(R.an, R.arms, APP_A_METRIC
 
 # %%
 for arm, _ in trained:
-    sample = hand_read_sample(records, arm, seed=P.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300)
+    sample = hand_read_sample(records, arm, seed=P.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300,
+                              scenarios=imported)
     for row in sample.itertuples():
         print(f"=== {arm} | {row.family} | {row.domain} | seed {row.seed} | {row.buyer}: {row.status}, "
               f"S = {row.score:.3f}")

@@ -37,6 +37,7 @@ from negolib.book import open_book
 from negolib.cost import cost_frame
 from negolib.diagnostics import openings_table
 from negolib.evaluation import DeviationLog, PilotLog, check_protocol_hashes, load_protocol, protocol_hash
+from negolib.profile_genius import imported_scenarios
 from negolib.report.appendix_g_k import cost_table, mc_error_table, table7, table9
 from negolib.report.booktable import simple_table
 from negolib.report.paper_checks import read_validation_table, topology_table
@@ -52,6 +53,7 @@ B = open_book(params_path, output_dir or None)
 P, paper = B.params, B.paper
 R = B.results()
 records = B.records()
+imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
 print(f"{len(records)} transcripts over {len(R.arms)} arms")
 
 # %% [markdown]
@@ -143,8 +145,8 @@ display(B.save_table(read_validation_table(read_validation(vals, P, trained_arms
 # ## Table 9: Table 2 with every paired interval
 
 # %%
-opens = openings_table(records).set_index("arm")["opens_with_terms"].to_dict() if records else {}
-display(B.save_table(table9(decomposition(R.an, trained_pairs(P)), opens, P, paper)))
+opens = openings_table(records, scenarios=imported).set_index("arm")["opens_with_terms"].to_dict() if records else {}
+display(B.save_table(table9(decomposition(R.an, trained_pairs(P), scenarios=imported), opens, P, paper)))
 
 # %% [markdown]
 # ## Exercises

@@ -95,6 +95,7 @@ B = open_book(params_path, output_dir or None)
 P, paper = B.params, B.paper
 R = B.results()
 records = B.records()
+imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
 print(f"{len(records)} transcripts over {len(R.arms)} arms")
 
 # %% [markdown]
@@ -124,7 +125,6 @@ display(B.save_table(scripted_baselines_table(R, scripted_baseline_contrasts(R))
 # reservation values), and the welfare ratio (joint welfare over the scenario's maximum).
 
 # %%
-imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios: their fixed preferences
 eff = per_arm_efficiency(efficiency_frame(R.an.df, scenarios=imported)) if not R.empty and P.beyond.efficiency \
     else pd.DataFrame()
 display(B.save_table(efficiency_table(eff, P)))
@@ -158,7 +158,7 @@ display(B.save_table(turn_order_table(turn_order_contrasts(Analysis.from_params(
 
 # %%
 fixed = [a for a in P.beyond.fixed_openings if a in R.arms and P.arms[a].inner in R.arms]
-opens = openings_table(records).set_index("arm")["opens_with_terms"].to_dict() if records else {}
+opens = openings_table(records, scenarios=imported).set_index("arm")["opens_with_terms"].to_dict() if records else {}
 display(B.save_table(fixed_openings_table(fixed_opening_contrasts(R.an, P, fixed), P, fixed, opens)))
 
 # %% [markdown]
