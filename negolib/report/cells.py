@@ -142,7 +142,7 @@ def fmt_count(n: Any) -> str:
 def skipped_notes(data: pd.DataFrame | None) -> list[str]:
     """A table's note naming the episodes its analysis left out and why (``attrs["skipped"]``; none: [])."""
     why = data.attrs.get("skipped") if data is not None else None
-    return [f"Left out (``n_skipped`` episodes per row): {why}."] if why else []
+    return [f"Left out (counted in n_skipped): {why}."] if why else []
 
 
 __all__ = ["DECOMP_LABELS", "FEW", "ROLE_LABELS", "arm_label", "contrast_cell", "contrast_data", "contrast_marks",
