@@ -49,13 +49,41 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from negolib.games.multi_issue.domains import Domain, Issue, load_domains
+from negolib.games.multi_issue.domains import Domain, Issue
 from negolib.games.multi_issue.env import opening_score
 from negolib.games.multi_issue.metrics import Metric, deal_only, get_metric, metric_value
 from negolib.games.multi_issue.record_scenarios import RecordScenarios, split_skip_reason
 from negolib.games.multi_issue.scenarios import Scenario
 from negolib.paired import contrast_table, pair_episodes, paired_contrast
+from negolib.reading import (  # noqa: F401 (re-exported: part of this module's API)
+    HAND_READ_PER_FAMILY,
+    domain_family,
+    format_transcript,
+    hand_read_sample,
+    sample_transcripts,
+)
+from negolib.record_view import episode_key as _key
+from negolib.record_view import seller_turns as _seller_turns
 from negolib.stats import ClusterResampler
+from negolib.style_text import (  # noqa: F401 (re-exported: part of this module's API)
+    BUYER_VOICE_PATTERNS,
+    PLACEHOLDER_RE,
+    buyer_voice_matches,
+    find_placeholders,
+    has_json_leak,
+    is_buyer_voice,
+    json_fragments,
+    opener,
+    starts_with_i_appreciate,
+    straight_quotes,
+)
+from negolib.training_curves import (  # noqa: F401 (re-exported: part of this module's API)
+    CURVE_METRICS,
+    SPREAD_COLS,
+    SPREAD_METRICS,
+    rolling_step_means,
+    training_step_spread,
+)
 from negolib.transcripts import episodes_frame
 
 Record = Mapping[str, Any]
@@ -67,16 +95,8 @@ HASH_FIELD = "protocol_hash"
 # Helpers
 # ---------------------------------------------------------------------------------------------
 
-def _key(rec: Record) -> dict[str, Any]:
-    return {"arm": rec["arm"], "buyer": rec["buyer"], "domain": rec["domain"], "seed": int(rec["seed"])}
-
-
 def _kind(turn: Mapping[str, Any]) -> str | None:
     return (turn.get("action") or {}).get("action")
-
-
-def _seller_turns(rec: Record) -> list[Mapping[str, Any]]:
-    return [t for t in rec["turns"] if t["role"] == "seller"]
 
 
 def _is_deal(rec: Record) -> bool:
@@ -247,108 +267,6 @@ def decomposition_table(df: pd.DataFrame, base_arm: str, arms: Sequence[str], re
 # Style detectors [App. E]
 # ---------------------------------------------------------------------------------------------
 
-_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
-_LEAD_RE = re.compile(r"^[\s\"'“”‘’*_>#\-(]+")
-
-
-def _norm(text: str) -> str:
-    return (text or "").replace("’", "'").replace("‘", "'")
-
-
-def opener(text: str, n_words: int = 3) -> str:
-    """The first ``n_words`` words of ``text``, lower-cased ('' for no words)."""
-    return " ".join(_WORD_RE.findall(_norm(text).lower())[:n_words])
-
-
-def starts_with_i_appreciate(text: str) -> bool:
-    """True when the prose opens with the literal "I appreciate" (leading quotes/markdown ignored)."""
-    return _LEAD_RE.sub("", _norm(text)).lower().startswith("i appreciate")
-
-
-_JSON_PATTERNS: dict[str, re.Pattern[str]] = {
-    "action_key": re.compile(r'"\s*(?:action|terms)\s*"', re.I),
-    "term_key": re.compile(r'"\s*(?:name|value|notes)\s*"\s*:', re.I),
-    "empty_brackets": re.compile(r"\[\s*\]|\{\s*\}"),
-    "json_sequence": re.compile(r"\[\s*\{|\}\s*\]|\{\s*\""),
-}
-
-
-def json_fragments(text: str) -> list[str]:
-    """Kinds of JSON-action fragments left in prose (see module docstring); [] when clean."""
-    text = text or ""
-    found = [k for k, pat in _JSON_PATTERNS.items() if pat.search(text)]
-    if text.count("[") != text.count("]") or text.count("{") != text.count("}"):
-        found.append("unbalanced_bracket")
-    return found
-
-
-def has_json_leak(text: str) -> bool:
-    """True when the prose carries any JSON-action fragment."""
-    return bool(json_fragments(text))
-
-
-_PH_WORDS = (r"mention|insert|enter|add|fill(?:\s+in)?|specify|describe|include|your|name|company|buyer|"
-             r"seller|date|amount|number|placeholder|tbd|todo|x{2,}")
-PLACEHOLDER_RE = re.compile(
-    r"(?i:\[\s*(?:" + _PH_WORDS + r")\b[^\[\]\n]{0,60}\])"          # [mention your specialty], [Your Name]
-    r"|(?i:<\s*(?:insert|enter|your|name|placeholder)\b[^<>\n]{0,60}>)"  # <insert price>
-    r"|\{\{?\s*[A-Za-z_][A-Za-z0-9_]*(?:\s+[A-Za-z0-9_]+){0,3}\s*\}\}?"  # {name}, {{buyer_name}}
-    r"|\[[A-Z][A-Z0-9_ ]{2,40}\]"                                     # [COMPANY NAME]
-)
-
-
-def find_placeholders(text: str) -> list[str]:
-    """Unfilled prompt placeholders in ``text``, in order."""
-    return [m.group(0) for m in PLACEHOLDER_RE.finditer(text or "")]
-
-
-# Buyer-voice heuristics: a first-person subject ("I", "we") that wants to buy, has a budget, can
-# afford or is willing to pay, is the buyer, or asks for a lower price. Positives: "I'm interested
-# in buying your car", "my budget is tight", "I'd like to purchase the sedan", "could you lower the
-# price?". Negatives: the buyer's intent in the second person ("your budget", "if you're looking to
-# buy", "thanks for your interest in buying"), selling ("I'd like to sell"), "buy some time", and
-# paying a cost ("I can pay for the delivery"). Like the paper's detector it is deliberately broad,
-# so only within-table comparisons of its rates are meaningful [Table 6].
-_I = r"(?:i'?m|i am|we'?re|we are)"
-_BUY = r"(?:buy|buying|purchase|purchasing|acquire|acquiring)\b(?!\s+(?:some\s+|more\s+)?time)"
-BUYER_VOICE_PATTERNS: tuple[str, ...] = (
-    rf"\b{_I}\s+(?:\w+\s+)?(?:interested in|looking to|hoping to|keen to|planning to|here to|ready to)"
-    rf"\s+{_BUY}",
-    rf"\b(?:i|we)(?:'d| would)\s+(?:really\s+)?(?:like|love|want)\s+to\s+{_BUY}",
-    rf"\b(?:i|we)\s+(?:want|need|plan|intend)\s+to\s+{_BUY}",
-    r"\b(?:my|our)\s+(?:total\s+|maximum\s+|max\s+|overall\s+)?budget\b",
-    rf"\b{_I}\s+(?:in the market for|shopping for|looking to buy)\b",
-    r"\b(?:i|we)\s+can\s+(?:only\s+)?(?:afford|spend)\b",
-    rf"\b{_I}\s+(?:only\s+)?(?:willing|prepared|able)\s+to\s+(?:pay|spend)\b",
-    rf"\b{_I}\s+(?:the\s+|a\s+)?(?:buyer|purchaser)\b",
-    r"\b(?:can|could|would)\s+you\s+(?:please\s+)?(?:lower|reduce|drop|bring down|come down on)\s+"
-    r"(?:the\s+|your\s+)?(?:asking\s+)?price\b",
-)
-_BUYER_VOICE_RE = [re.compile(p, re.I) for p in BUYER_VOICE_PATTERNS]
-# Every pattern contains one of these stems: a cheap test that skips most turns.
-_BUYER_VOICE_STEMS = ("buy", "purchas", "acqui", "budget", "afford", "spend", "pay", "price", "market",
-                      "shopping")
-
-
-def _maybe_buyer_voice(text: str) -> bool:
-    low = text.lower()
-    return any(s in low for s in _BUYER_VOICE_STEMS)
-
-
-def buyer_voice_matches(text: str) -> list[str]:
-    """The buyer-voice phrases found in a seller's prose (the seller speaks as if buying)."""
-    t = _norm(text)
-    if not _maybe_buyer_voice(t):
-        return []
-    return [m.group(0) for pat in _BUYER_VOICE_RE for m in pat.finditer(t)]
-
-
-def is_buyer_voice(text: str) -> bool:
-    """True when the seller's prose reads as the buyer's (see :data:`BUYER_VOICE_PATTERNS`)."""
-    t = _norm(text)
-    return _maybe_buyer_voice(t) and any(pat.search(t) for pat in _BUYER_VOICE_RE)
-
-
 SELLER_TURN_COLUMNS = KEY_COLS + ["turn", "k", "prose", "opener", "repeated_opener", "i_appreciate",
                                   "json_leak", "json_fragments", "n_placeholders", "placeholders",
                                   "buyer_voice", "bad_parse"]
@@ -397,7 +315,7 @@ _NUM_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 def mentions_term(prose: str, issue: Issue, value: Any) -> bool:
     """True when ``prose`` names ``issue`` or its new ``value`` (see module docstring)."""
-    p = _norm(prose).lower()
+    p = straight_quotes(prose).lower()
     first = issue.name.split("_")[0]
     forms = {issue.name.lower(), issue.name.replace("_", " ").lower()} | ({first.lower()} if len(first) >= 4
                                                                            else set())
@@ -662,82 +580,6 @@ def guards_table(df: pd.DataFrame, base_arm: str, arm: str, resampler: ClusterRe
     return _carry_hash(df, out)
 
 
-# ---------------------------------------------------------------------------------------------
-# Transcripts for reading
-# ---------------------------------------------------------------------------------------------
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
-
-
-def _action_text(turn: Mapping[str, Any]) -> str:
-    act = turn.get("action")
-    if act is None:
-        return f"bad parse ({turn.get('parse_error')})"
-    terms = ", ".join(f"{t['name']}={t['value']}" for t in act.get("terms") or ())
-    return act["action"] + (f" {terms}" if terms else "")
-
-
-def format_transcript(rec: Record, max_chars: int = 400) -> str:
-    """A readable transcript: a header, then per turn the prose the counterpart read and the
-    parsed action, then the final ledger."""
-    out = rec.get("outcome") or {}
-    head = (f"[{rec['arm']} vs {rec['buyer']} | {rec['domain']} seed {rec['seed']} | {rec.get('status')}, "
-            f"S={out.get('score', float('nan')):+.3f}, {len(rec['turns'])} turns]")
-    lines = [head]
-    for t in rec["turns"]:
-        lines.append(f"T{t['turn']:>2} {t['role']:<6}: {_clip(t.get('prose') or '', max_chars)}")
-        lines.append(f"          -> {_action_text(t)}")
-    if out:
-        lines.append(f"final ledger: {out.get('final_ledger')}")
-    return "\n".join(lines)
-
-
-def sample_transcripts(records: Iterable[Record], arm: str, n: int, seed: int,
-                       only_domains: Sequence[str] | None = None, buyer: str | None = None,
-                       max_chars: int = 400) -> pd.DataFrame:
-    """``n`` episodes of ``arm`` drawn without replacement (seeded; records sorted by key first, so
-    the draw does not depend on file order), one row each with a readable ``transcript``."""
-    pool = [r for r in records if r["arm"] == arm and (only_domains is None or r["domain"] in only_domains)
-            and (buyer is None or r["buyer"] == buyer)]
-    pool.sort(key=lambda r: (r["domain"], int(r["seed"]), r["buyer"]))
-    rng = np.random.default_rng(seed)
-    idx = sorted(rng.choice(len(pool), size=min(n, len(pool)), replace=False).tolist()) if pool else []
-    rows = [{**_key(pool[i]), "status": pool[i].get("status"),
-             "score": (pool[i].get("outcome") or {}).get("score"), "turns": len(pool[i]["turns"]),
-             "transcript": format_transcript(pool[i], max_chars)} for i in idx]
-    return pd.DataFrame(rows, columns=KEY_COLS + ["status", "score", "turns", "transcript"])
-
-
-HAND_READ_PER_FAMILY = 5
-"""Transcripts read by hand per trained arm per domain family (App. E: "five transcripts per RL'd arm per
-domain family are read by hand")."""
-
-
-def domain_family(domain: str, scenarios: Mapping[str, Scenario] | None = None) -> str:
-    """The domain family a domain belongs to: ``"held-out"`` (the withheld domain), ``"training"`` (the
-    eight training domains) or ``"imported"`` (one of the imported ``scenarios``). Ours: the paper names no other."""
-    dom = load_domains().get(domain)
-    return "imported" if domain in (scenarios or {}) else "held-out" if dom is not None and dom.held_out else "training"
-
-
-def hand_read_sample(records: Iterable[Record], arm: str, seed: int, per_family: int = HAND_READ_PER_FAMILY,
-                     max_chars: int = 400, scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
-    """The hand-read guard's sample of ``arm``: ``per_family`` seeded episodes (:func:`sample_transcripts`)
-    from each domain family (:func:`domain_family`), with a ``family`` column, training family first."""
-    recs = [r for r in records if r["arm"] == arm]
-    RecordScenarios(scenarios).require((r["domain"] for r in recs), "hand_read_sample")
-    families: dict[str, list[str]] = {}
-    for d in sorted({r["domain"] for r in recs}):
-        families.setdefault(domain_family(d, scenarios), []).append(d)
-    parts = [sample_transcripts(recs, arm, per_family, seed, only_domains=families[f], max_chars=max_chars)
-             .assign(family=f) for f in ("training", "held-out", "imported") if f in families]
-    cols = ["family", *KEY_COLS, "status", "score", "turns", "transcript"]
-    parts = [p for p in parts if not p.empty]
-    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
-
-
 __all__ = ["HAND_READ_PER_FAMILY", "SPLIT_SKIPPED", "domain_family", "hand_read_sample",
            "named_schema_terms", "openings_frame", "openings_table", "decomposition_columns",
            "DECOMPOSITION_METRICS", "decomposition_table", "opener", "starts_with_i_appreciate",
@@ -745,80 +587,4 @@ __all__ = ["HAND_READ_PER_FAMILY", "SPLIT_SKIPPED", "domain_family", "hand_read_
            "buyer_voice_matches", "is_buyer_voice", "seller_turns_frame", "opener_concentration",
            "mentions_term", "concession_frame", "late_close", "style_episodes_frame", "episode_diagnostics",
            "DIAGNOSTIC_METRICS", "style_table", "guards_table", "format_transcript", "sample_transcripts"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Training curves: the per-step spread of a run's episodes, rolling means of its step log
-# ---------------------------------------------------------------------------------------------
-
-SPREAD_METRICS = ("reward", "score", "bad_parse_rate")  # per-episode values; a deal (0/1) has no useful quartiles
-CURVE_METRICS = ("reward", "score", "deal_rate", "kl", "bad_parse_rate")
-SPREAD_COLS = ["step", "metric", "n", "mean", "min", "q25", "median", "q75", "max"]
-
-
-def _training_values(rec: Record) -> dict[str, float]:
-    """One training episode's reward (Eq. 1 as trained on), score S and seller bad-parse share, as the
-    step log computes them (a driver-cut "truncated" episode scores the no-deal floor -lambda)."""
-    train = rec.get("training") or {}
-    out = rec.get("outcome") or {}
-    if rec.get("status") == "truncated" or not out:
-        score = -float(rec["config"]["no_deal_penalty"])
-    else:
-        score = float(out["score"])
-    seller = _seller_turns(rec)
-    bad = sum(t.get("action") is None for t in seller) / len(seller) if seller else math.nan
-    return {"reward": float(train["reward"]), "score": score, "bad_parse_rate": bad}
-
-
-def training_step_spread(records: Iterable[Record]) -> pd.DataFrame:
-    """Per optimizer step and metric (:data:`SPREAD_METRICS`), the spread of the step's training episodes.
-
-    ``records``: a run's training transcript records (``transcripts/train.jsonl``; each has ``step`` and
-    ``training.reward``). Error trajectories (status ``"error"`` or ``training.excluded``) are left out, as
-    they are left out of the update. Returns a tidy frame with :data:`SPREAD_COLS`: ``n`` episodes, their
-    ``mean``, ``min``, quartiles (``q25``, ``median``, ``q75``) and ``max``; one row per (step, metric)
-    with at least one value, sorted by step."""
-    values: dict[tuple[int, str], list[float]] = {}
-    for rec in records:
-        if "step" not in rec:
-            raise ValueError(f"not a training transcript record (no 'step'): {rec.get('arm')!r}")
-        train = rec.get("training") or {}
-        if rec.get("status") == "error" or train.get("excluded") or train.get("reward") is None:
-            continue
-        for metric, v in _training_values(rec).items():
-            if not math.isnan(v):
-                values.setdefault((int(rec["step"]), metric), []).append(v)
-    rows = []
-    for (step, metric), vs in sorted(values.items(), key=lambda kv: (kv[0][0], SPREAD_METRICS.index(kv[0][1]))):
-        a = np.asarray(vs, dtype=float)
-        q25, median, q75 = np.quantile(a, [0.25, 0.5, 0.75])
-        rows.append({"step": step, "metric": metric, "n": a.size, "mean": float(a.mean()), "min": float(a.min()),
-                     "q25": float(q25), "median": float(median), "q75": float(q75), "max": float(a.max())})
-    return pd.DataFrame(rows, columns=SPREAD_COLS)
-
-
-def rolling_step_means(log: pd.DataFrame, metrics: Sequence[str] = CURVE_METRICS, window: int = 3) -> pd.DataFrame:
-    """Trailing rolling means over ``window`` logged steps of each of ``metrics`` present in a step log.
-
-    Returns a tidy frame (``step``, ``metric``, ``value``, ``rolling``) with ``rolling`` NaN until
-    ``window`` logged values are in (so a run shorter than ``window`` steps has no rolling mean)."""
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    frames = []
-    if "step" not in log.columns:
-        log = log.assign(step=np.arange(1, len(log) + 1))
-    log = log.sort_values("step")
-    for m in metrics:
-        if m not in log.columns:
-            continue
-        s = log[["step", m]].dropna()
-        if s.empty:
-            continue
-        v = s[m].astype(float)
-        frames.append(pd.DataFrame({"step": s["step"].to_numpy(), "metric": m, "value": v.to_numpy(),
-                                    "rolling": v.rolling(window, min_periods=window).mean().to_numpy()}))
-    cols = ["step", "metric", "value", "rolling"]
-    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
-
-
 __all__ += ["SPREAD_METRICS", "CURVE_METRICS", "SPREAD_COLS", "training_step_spread", "rolling_step_means"]

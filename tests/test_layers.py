@@ -32,7 +32,7 @@ PYPROJECT = ROOT / "pyproject.toml"
 MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negolib.book", "negolib.book_runner",
                     "negolib.widgets",
                     "negolib.report", "negolib.analysis", "negolib.tournament", "negolib.evaluation",
-                    "negolib.eval_protocol",
+                    "negolib.eval_protocol", "negolib.reading",
                     "negolib.diagnostics", "negolib.efficiency", "negolib.cost", "negolib.paired", "negolib.params",
                     "negolib.params_checks",
                     "negolib.game_params", "negolib.profile_genius", "negolib.agent_spec",
