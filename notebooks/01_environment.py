@@ -53,9 +53,9 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P = B.params
-print(f"profile {P.profile!r}: outputs under {B.paths.root}")
+book = open_book(params_path, output_dir or None)
+params = book.params
+print(f"profile {params.profile!r}: outputs under {book.paths.root}")
 
 # %% [markdown]
 # ## Domains
@@ -65,10 +65,10 @@ print(f"profile {P.profile!r}: outputs under {B.paths.root}")
 
 # %%
 domains = load_domains()
-B.save_table(domains_overview(domains))
+book.save_table(domains_overview(domains))
 
 # %%
-B.save_table(domain_table(domains["car"]))
+book.save_table(domain_table(domains["car"]))
 
 # %% [markdown]
 # ## Utility and the reward (Eq. 1)
@@ -91,7 +91,7 @@ examples = {  # outcome: (S, seller bad parses, seller turns, rounds)
     "deal at U~ = 0.60 in 8 rounds": (0.60, 0, 8, 8), "deal at U~ = 0.60 in 12 rounds": (0.60, 0, 12, 12),
     "deal at U~ = 0.60, 1 bad parse of 8": (0.60, 1, 8, 8), "no deal (12 rounds)": (-0.3, 0, 12, 12)}
 rows = pd.DataFrame([{"outcome": k, "S": v[0], "reward r": round(reward(*v, cfg), 4)} for k, v in examples.items()])
-B.save_table(simple_table("reward_examples", "Eq. 1 on example outcomes", rows.set_index("outcome")))
+book.save_table(simple_table("reward_examples", "Eq. 1 on example outcomes", rows.set_index("outcome")))
 
 # %% [markdown]
 # ## Figure 1: the loop, one episode turn by turn
@@ -102,11 +102,11 @@ B.save_table(simple_table("reward_examples", "Eq. 1 on example outcomes", rows.s
 # term; the right panel gives both parties' $\tilde U$ of that ledger.
 
 # %%
-explorer = EpisodeExplorer(B)
+explorer = EpisodeExplorer(book)
 seller, buyer = explorer.demo_parties()
 record = explorer.play("car", 5_000_053, seller, buyer)
 fig = figure1(record)
-B.save_figure(fig, "figure1_ledger")
+book.save_figure(fig, "figure1_ledger")
 
 # %% [markdown]
 # The same episode as text: turn 7's prose and the ledger after it, with each party's per-term
@@ -137,12 +137,12 @@ explorer.widget(seller=seller, buyer=buyer)
 # an invalid action). The seller's utility is revealed when the episode ends.
 
 # %%
-session = BuyerSession(B, seller=seller, domain="car", seed=5_000_053, cache=explorer.cache)
+session = BuyerSession(book, seller=seller, domain="car", seed=5_000_053, cache=explorer.cache)
 display(session.brief())
 session.widget()
 
 # %%
-display(Markdown(f"Tables written to `{B.paths.tables}`, figures to `{B.paths.figures}`."))
+display(Markdown(f"Tables written to `{book.paths.tables}`, figures to `{book.paths.figures}`."))
 
 # %% [markdown]
 # ## Exercises
@@ -203,10 +203,10 @@ print(f"S = {ex1_S:.4f}; {ex1_bad} bad parse(s) in {len(ex1_seller)} seller turn
 from negolib.exercises import expect
 
 ex1_S, ex1_reward = expect(globals(), "ex1_S", "ex1_reward", exercise="1.1")
-assert abs(ex1_S - ex1_episode.outcome.score) < 1e-9, \
+assert abs(ex1_S - ex1_episode.outcome.score) < 1e-9,\
     f"exercise 1.1: S = {ex1_S:.4f} is not the outcome term (a deal pays the seller's U~ of the final ledger)"
 assert abs(ex1_reward - ex1_S) > 0.01, "exercise 1.1: r equals S: the format and length penalties are missing"
-assert abs(ex1_reward - ex1_episode.outcome.reward) < 1e-9, \
+assert abs(ex1_reward - ex1_episode.outcome.reward) < 1e-9,\
     (f"exercise 1.1: r = {ex1_reward:.6f} is not Eq. 1's value; count the seller's turns and bad parses "
      "and the rounds (a round is one turn of each party)")
 print("exercise 1.1: correct")
@@ -254,7 +254,7 @@ from negolib.stats import ClusterResampler
 from negolib.transcripts import episodes_frame
 
 ex2_seller = expect(globals(), "ex2_seller", exercise="1.2")
-assert isinstance(ex2_seller, Agent) and not isinstance(ex2_seller, HardHeadedAgent), \
+assert isinstance(ex2_seller, Agent) and not isinstance(ex2_seller, HardHeadedAgent),\
     "exercise 1.2: ex2_seller must be an agent of your own (not the library's HardHeadedAgent)"
 ex2_agents = {"yours": ex2_seller, "boulware": make_scripted("boulware"), "linear": make_scripted("linear")}
 ex2_scenarios = scenario_set(eval_seeds(24))

@@ -36,9 +36,9 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-print(f"profile {P.profile!r}: {len(P.arms)} seller arms, {len(P.buyers)} buyers")
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+print(f"profile {params.profile!r}: {len(params.arms)} seller arms, {len(params.buyers)} buyers")
 
 # %% [markdown]
 # ## The arm matrix
@@ -47,7 +47,7 @@ print(f"profile {P.profile!r}: {len(P.arms)} seller arms, {len(P.buyers)} buyers
 # ours is shown beside in later tables.
 
 # %%
-B.save_table(arm_matrix(P))
+book.save_table(arm_matrix(params))
 
 # %% [markdown]
 # ## The paired scenario set
@@ -56,22 +56,22 @@ B.save_table(arm_matrix(P))
 # domains. Intervals resample *seeds* as clusters, so the effective sample size is the number of seeds.
 
 # %%
-B.save_table(scenario_set_table(P, paper))
+book.save_table(scenario_set_table(params, paper))
 
 # %% [markdown]
 # ## Sampling, as declared per language-model party
 
 # %%
-B.save_table(sampling_table(P, paper))
+book.save_table(sampling_table(params, paper))
 
 # %% [markdown]
 # ## The GRPO recipe (App. H) of each training run
 
 # %%
-for run in P.training.runs:
-    cfg = train_config(P, run)
-    display(B.save_table(recipe_table({**cfg.to_dict(), "peak_lr": cfg.peak_lr}, paper, run)))
-if not P.training.runs:
+for run in params.training.runs:
+    cfg = train_config(params, run)
+    display(book.save_table(recipe_table({**cfg.to_dict(), "peak_lr": cfg.peak_lr}, paper, run)))
+if not params.training.runs:
     print("this profile trains nothing")
 
 # %% [markdown]
@@ -82,11 +82,11 @@ if not P.training.runs:
 # test dialogue and asserts that a multi-turn history rebuilt from them round-trips (App. J).
 
 # %%
-bases = [g.base for g in P.design.sizes if P.arms[g.base].backend in ("hf", "vllm")]
-models = pd.DataFrame(describe_models(P, bases))
-sizes = [{"label": g.label, **r} for g, r in zip(P.design.sizes, models.to_dict("records")) if "params" in r]
+bases = [g.base for g in params.design.sizes if params.arms[g.base].backend in ("hf", "vllm")]
+models = pd.DataFrame(describe_models(params, bases))
+sizes = [{"label": g.label, **r} for g, r in zip(params.design.sizes, models.to_dict("records")) if "params" in r]
 if sizes:
-    display(B.save_table(table8(sizes, paper)))
+    display(book.save_table(table8(sizes, paper)))
 else:
     print("no language model of this profile could be loaded here:", models.get("error", pd.Series()).tolist())
 
@@ -96,7 +96,7 @@ if len(models):
             if c in models]
     sizes_paper = paper.get("sizes", default={})
     note = {"generation prompt tokens": " / ".join(f"{k}: {v['gen_prompt_tokens']}" for k, v in sizes_paper.items())}
-    display(B.save_table(simple_table("chat_template", "Chat-template turn tags and round-trip (App. J)",
+    display(book.save_table(simple_table("chat_template", "Chat-template turn tags and round-trip (App. J)",
                                       models[cols].set_index("arm"), paper_values=note)))
 
 # %% [markdown]
@@ -107,7 +107,7 @@ if len(models):
 #
 # ### Exercise 2.1: the paired scenario set of the default profile, by hand
 # Read `params/default.yaml` with `negolib.params.load_params` and, from its `evaluation` section
-# and its arms alone (`P.lm_arms()` lists the language-model arms), count for a scripted arm and for
+# and its arms alone (`params.lm_arms()` lists the language-model arms), count for a scripted arm and for
 # a language-model arm the episodes it plays and the seed clusters its intervals resample, and the
 # episodes of the whole protocol. Put them in a dict `ex21_counts` with keys `scripted_episodes`,
 # `lm_episodes`, `scripted_clusters`, `lm_clusters` and `episodes_total`. A good answer multiplies
@@ -145,11 +145,11 @@ ex21_ref = scenario_set_counts(load_params("../params/default.yaml")).set_index(
 ex21_want = {"scripted_episodes": ("episodes_per_arm", "scripted"), "lm_episodes": ("episodes_per_arm", "lm"),
              "scripted_clusters": ("seed_clusters", "scripted"), "lm_clusters": ("seed_clusters", "lm"),
              "episodes_total": ("episodes_total", "scripted")}
-assert isinstance(ex21_counts, dict) and set(ex21_want) <= set(ex21_counts), \
+assert isinstance(ex21_counts, dict) and set(ex21_want) <= set(ex21_counts),\
     f"exercise 2.1: ex21_counts must be a dict with the keys {sorted(ex21_want)}"
 for ex21_key, (ex21_q, ex21_col) in ex21_want.items():
     ex21_true = int(ex21_ref.loc[ex21_q, ex21_col])
-    assert ex21_counts[ex21_key] == ex21_true, \
+    assert ex21_counts[ex21_key] == ex21_true,\
         f"exercise 2.1: {ex21_key} = {ex21_counts[ex21_key]} is wrong (count again: seeds x domains x buyers per arm)"
 print("exercise 2.1: correct")
 
@@ -179,9 +179,9 @@ from negolib.training.flops import step_flops
 
 ex22_flops, ex22_gen_share = expect(globals(), "ex22_flops", "ex22_gen_share", exercise="2.2")
 ex22_true = step_flops(134.5e6, 8 * 600, 8 * (900 + 1_400))
-assert abs(ex22_flops / ex22_true - 1) < 1e-9, \
+assert abs(ex22_flops / ex22_true - 1) < 1e-9,\
     (f"exercise 2.2: C = {ex22_flops:.4e}, expected {ex22_true:.4e}: D_gen counts the sampled tokens, "
      "D_train every token of the sequences (prompt included)")
-assert abs(ex22_gen_share - 2 * 134.5e6 * 8 * 600 / ex22_true) < 1e-9, \
+assert abs(ex22_gen_share - 2 * 134.5e6 * 8 * 600 / ex22_true) < 1e-9,\
     "exercise 2.2: ex22_gen_share is not the generation's share 2 N D_gen / C"
 print("exercise 2.2: correct")

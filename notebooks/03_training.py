@@ -47,10 +47,11 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds] if P.training.enabled else []
-print(f"profile {P.profile!r}: {len(runs)} training run(s):", ", ".join(f"{r} (seed {s})" for r, s in runs) or "none")
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+runs = [(r, s) for r, spec in params.training.runs.items() for s in spec.seeds] if params.training.enabled else []
+print(f"profile {params.profile!r}: {len(runs)} training run(s):",
+      ", ".join(f"{r} (seed {s})" for r, s in runs) or "none")
 
 # %% [markdown]
 # ## The matched lesson, pre-registered
@@ -61,14 +62,14 @@ print(f"profile {P.profile!r}: {len(runs)} training run(s):", ", ".join(f"{r} (s
 # detectable effect were above the gain the design expects, a null result would say nothing, so it is printed now.
 
 # %%
-lesson = P.lesson
+lesson = params.lesson
 if lesson is not None:
     from negolib.report.lesson import preregistration_table
     from negolib.training.lesson import preregister
 
-    prereg = preregister(lesson, P.statistics.alpha)
+    prereg = preregister(lesson, params.statistics.alpha)
     print("PRE-REGISTERED (before training):", *prereg.lines(), sep="\n  ")
-    display(B.save_table(preregistration_table(prereg)))
+    display(book.save_table(preregistration_table(prereg)))
 else:
     print("this profile has no matched lesson (its `lesson:` section is absent)")
 
@@ -106,12 +107,13 @@ if importlib.util.find_spec("torch") and importlib.util.find_spec("trl"):
     from negolib.training.ladder import SABOTAGES, evaluate_rung, train_rung
 
     t0 = time.perf_counter()
-    trained = train_rung(B.paths.ladder / "rung", seed=P.seed)
+    trained = train_rung(book.paths.ladder / "rung", seed=params.seed)
     ladder = {"rung": evaluate_rung(trained)}
     for sab in SABOTAGES:  # eval_initial shares the rung's training; only its evaluated arm differs
         ladder[sab] = evaluate_rung(trained if sab == "eval_initial" else
-                                    train_rung(B.paths.ladder / sab, seed=P.seed, sabotage=sab), sab)
-    print(f"learning ladder: the rung and {len(SABOTAGES)} twins in {time.perf_counter() - t0:.0f} s (seed {P.seed})")
+                                    train_rung(book.paths.ladder / sab, seed=params.seed, sabotage=sab), sab)
+    print(f"learning ladder: the rung and {len(SABOTAGES)} twins in {time.perf_counter() - t0:.0f} s "
+          f"(seed {params.seed})")
 else:
     ladder = {}
     print("torch or trl is not installed: the learning ladder needs both")
@@ -119,12 +121,12 @@ else:
 # %%
 if ladder:
     spec = trained.spec
-    display(B.save_table(ladder_table(
+    display(book.save_table(ladder_table(
         ladder, f"{spec.steps} steps of {spec.scenarios} scenarios x {spec.rollouts} rollouts; gains: late "
                 f"{spec.window} steps minus early {spec.window} (training reward) and reloaded checkpoint minus "
                 f"initial weights on {spec.eval_scenarios} paired scenarios (score S); optimum S "
                 f"{ladder['rung'].eval_optimum:.3f}.")))
-    B.save_figure(ladder_curves({name: r.training.step_means for name, r in ladder.items()},
+    book.save_figure(ladder_curves({name: r.training.step_means for name, r in ladder.items()},
                                 optimum=trained.train_optimum, window=spec.window), "learning_ladder")
 
 # %% [markdown]
@@ -137,8 +139,8 @@ if ladder:
 # %%
 if ladder:
     rung_log = pd.DataFrame(trained.log)
-    rung_episodes = TranscriptStore(B.paths.train_transcripts(B.paths.ladder / "rung")).iter_raw()
-    B.save_figure(training_curves(rung_log, f"learning ladder rung (seed {P.seed}): training log",
+    rung_episodes = TranscriptStore(book.paths.train_transcripts(book.paths.ladder / "rung")).iter_raw()
+    book.save_figure(training_curves(rung_log, f"learning ladder rung (seed {params.seed}): training log",
                                   spread=training_step_spread(rung_episodes), rolling=rolling_step_means(rung_log)),
                   "learning_ladder_rung_curves")
 
@@ -150,7 +152,7 @@ if ladder:
 # %%
 cache, results = ModelCache(), {}
 for run, seed in runs:
-    results[(run, seed)] = train_run(P, run, seed, progress=False, cache=cache)
+    results[(run, seed)] = train_run(params, run, seed, progress=False, cache=cache)
     res = results[(run, seed)]
     print(f"{run} (seed {seed}): {res.steps} steps, final checkpoint {res.checkpoint}")
 
@@ -165,20 +167,20 @@ for run, seed in runs:
 # model learns to write after the rendered prompt).
 
 # %%
-warm = {(r, s): B.warmup(r, s) for r, s in runs}
+warm = {(r, s): book.warmup(r, s) for r, s in runs}
 rows = [{"run": r, "seed": s, "demonstrations": summ.get("demonstrations"), "steps": summ.get("steps"),
          "seconds": summ.get("seconds"), "first loss": summ.get("first_loss"), "last loss": summ.get("final_loss"),
          "learning rate": summ.get("config", {}).get("learning_rate")}
         for (r, s), (summ, _, _) in warm.items() if summ]
 if rows:
-    display(B.save_table(simple_table("warmup", "Format warm-up per run (ours)",
+    display(book.save_table(simple_table("warmup", "Format warm-up per run (ours)",
                                       pd.DataFrame(rows).set_index(["run", "seed"]).round(4))))
 else:
     print("no run of this profile has a format warm-up")
 for (r, s), (summ, wlog, demos) in warm.items():
     if not summ:
         continue
-    B.save_figure(training_curves(wlog, f"{r} (seed {s}): format warm-up"), f"warmup_{r}_seed{s}")
+    book.save_figure(training_curves(wlog, f"{r} (seed {s}): format warm-up"), f"warmup_{r}_seed{s}")
     for _, d in demos.head(2).iterrows():
         print(f"--- {d['domain']} seed {d['seed']}, turn {d['turn']}, {d['strategy']} vs {d['buyer']} "
               f"({d['scaffold']} scaffold):")
@@ -208,12 +210,12 @@ for (r, s), (summ, wlog, demos) in warm.items():
 # %%
 rolling_window = 3
 for run, seed in runs:
-    log = B.training_log(run, seed)
-    episodes = TranscriptStore(B.train_transcripts(run, seed)).iter_raw()
+    log = book.training_log(run, seed)
+    episodes = TranscriptStore(book.train_transcripts(run, seed)).iter_raw()
     fig = training_curves(log, f"{run} (seed {seed}): training log",
                           paper_kl=paper.get("training", "kl_end_of_continuation", "E2B"),
                           spread=training_step_spread(episodes), rolling=rolling_step_means(log, window=rolling_window))
-    B.save_figure(fig, f"training_{run}_seed{seed}")
+    book.save_figure(fig, f"training_{run}_seed{seed}")
 
 # %% [markdown]
 # ## Validation (step 0 and every `validate_every` steps)
@@ -222,12 +224,12 @@ for run, seed in runs:
 
 # %%
 for run, seed in runs:
-    val = B.training_log(run, seed, "validation")
+    val = book.training_log(run, seed, "validation")
     if val.empty:
         print(f"{run} (seed {seed}): no validation logged (validate_every = 0 in this profile)")
         continue
     cols = [c for c in ("step", "score", "deal_rate", "reward", "turns", "bad_parse_rate") if c in val]
-    display(B.save_table(simple_table(f"validation_{run}_seed{seed}", f"Validation of {run} (seed {seed})",
+    display(book.save_table(simple_table(f"validation_{run}_seed{seed}", f"Validation of {run} (seed {seed})",
                                       val[cols].set_index("step").round(4))))
 
 # %% [markdown]
@@ -236,9 +238,9 @@ for run, seed in runs:
 # (App. D, 2.3B to 31B) are shown beside ours for scale only: model sizes and step counts differ.
 
 # %%
-logs = {(r, s): B.training_log(r, s) for r, s in runs}
-vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
-display(B.save_table(training_table(training_summary(logs, vals), paper)))
+logs = {(r, s): book.training_log(r, s) for r, s in runs}
+vals = {(r, s): book.training_log(r, s, "validation") for r, s in runs}
+display(book.save_table(training_table(training_summary(logs, vals), paper)))
 
 # %% [markdown]
 # ## The matched lesson: train on a task, then play held-out seeds of the same task
@@ -268,14 +270,16 @@ if lesson is not None and importlib.util.find_spec("trl"):
     from negolib.training.runs import training_run_dir, warmup_dir
 
     t0 = time.perf_counter()
-    start_policy = warmup_dir(training_run_dir(P, lesson.start_run, P.training.runs[lesson.start_run].seeds[0]))
-    lesson_dir = B.paths.lesson / lesson_key(lesson, start_policy, P.seed)  # other settings: another folder
-    lesson_run = train_lesson(lesson, start_policy, lesson_dir / "run", seed=P.seed)
+    start_seed = params.training.runs[lesson.start_run].seeds[0]
+    start_policy = warmup_dir(training_run_dir(params, lesson.start_run, start_seed))
+    lesson_dir = book.paths.lesson / lesson_key(lesson, start_policy, params.seed)  # other settings: another folder
+    lesson_run = train_lesson(lesson, start_policy, lesson_dir / "run", seed=params.seed)
     t_train = time.perf_counter() - t0
-    eval_seed = P.seed * 1_000_003 + 17  # one sampling seed for both arms: common random numbers
+    eval_seed = params.seed * 1_000_003 + 17  # one sampling seed for both arms: common random numbers
     before = evaluate_lesson(start_policy, lesson, eval_seed, lesson_dir / "eval_start.jsonl")
     after = evaluate_lesson(lesson_run.checkpoint, lesson, eval_seed, lesson_dir / "eval_trained.jsonl")
-    lesson_res = lesson_result(before, after, lesson, P.statistics.n_resamples, P.statistics.seed, P.statistics.alpha)
+    stats = params.statistics
+    lesson_res = lesson_result(before, after, lesson, stats.n_resamples, stats.seed, stats.alpha)
     print(f"lesson: {lesson.steps} GRPO steps in {t_train:.0f} s, evaluation of both arms in "
           f"{time.perf_counter() - t0 - t_train:.0f} s")
     print("RESULT:", lesson_res.verdict)
@@ -290,13 +294,13 @@ else:
 # %%
 if lesson_res is not None:
     lesson_log = pd.DataFrame(lesson_run.log)
-    lesson_episodes = TranscriptStore(B.paths.train_transcripts(lesson_run.out_dir)).iter_raw()
-    B.save_figure(training_curves(lesson_log, "matched lesson: training log",
+    lesson_episodes = TranscriptStore(book.paths.train_transcripts(lesson_run.out_dir)).iter_raw()
+    book.save_figure(training_curves(lesson_log, "matched lesson: training log",
                                   spread=training_step_spread(lesson_episodes),
                                   rolling=rolling_step_means(lesson_log, window=3)), "lesson_training")
-    display(B.save_table(lesson_table(lesson_res)))
-    display(B.save_table(decomposition_table(lesson_res)))
-    B.save_figure(lesson_figure(lesson_res), "lesson_contrast")
+    display(book.save_table(lesson_table(lesson_res)))
+    display(book.save_table(decomposition_table(lesson_res)))
+    book.save_figure(lesson_figure(lesson_res), "lesson_contrast")
 
 # %% [markdown]
 # One held-out scenario (the first evaluation seed, fixed in advance, not picked for its result), opened by the
@@ -306,7 +310,7 @@ if lesson_res is not None:
 if lesson_res is not None:
     print(side_by_side(opening_text(before[0]), opening_text(after[0]),
                        f"{before[0]['domain']} seed {before[0]['seed']}"))
-    B.update_headline(lesson=lesson_headline(lesson_res, prereg, t_train))  # outputs/<profile>/headline.json
+    book.update_headline(lesson=lesson_headline(lesson_res, prereg, t_train))  # outputs/<profile>/headline.json
 
 # %% [markdown]
 # ## Exercises
@@ -352,7 +356,7 @@ from negolib.training.advantages import loo_advantages
 
 ex31_adv = np.asarray(expect(globals(), "ex31_adv", exercise="3.1"), dtype=float)
 ex31_true = loo_advantages(ex31_rewards, ex31_group)
-assert ex31_adv.shape == ex31_true.shape, \
+assert ex31_adv.shape == ex31_true.shape,\
     f"exercise 3.1: one advantage per rollout: shape {ex31_true.shape}, not {ex31_adv.shape}"
 ex31_bad = [i for i in range(ex31_true.size) if not np.isclose(ex31_adv[i], ex31_true[i], atol=1e-9)]
 assert not ex31_bad, (f"exercise 3.1: rollouts {ex31_bad} differ from the trainer's advantages "
@@ -416,10 +420,10 @@ print(ex32_seen, ex32_rewards)
 from negolib.exercises import expect
 
 ex32_seen, ex32_rewards = expect(globals(), "ex32_seen", "ex32_rewards", exercise="3.2")
-assert [list(s) for s in ex32_seen] == [["price", "40", "warranty", "12", "<eot>", "ACCEPT", "<eot>"], []], \
+assert [list(s) for s in ex32_seen] == [["price", "40", "warranty", "12", "<eot>", "ACCEPT", "<eot>"], []],\
     ("exercise 3.2: wrong tokens: the loss sees the seller's sampled tokens only (env_mask 1), and none of "
      f"an error trajectory; you gave {ex32_seen}")
-assert list(ex32_rewards) == ex32_batch.rewards() == [0.7, 0.7], \
+assert list(ex32_rewards) == ex32_batch.rewards() == [0.7, 0.7],\
     ("exercise 3.2: an error trajectory's reward is the mean of the valid ones of its group, so its "
      f"advantage is 0; you gave {ex32_rewards}")
 print("exercise 3.2: correct")

@@ -56,9 +56,9 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P = B.params
-print(f"profile {P.profile!r}: {len(P.eval_arms())} arms x {len(P.evaluation.buyers)} buyers")
+book = open_book(params_path, output_dir or None)
+params = book.params
+print(f"profile {params.profile!r}: {len(params.eval_arms())} arms x {len(params.evaluation.buyers)} buyers")
 
 # %% [markdown]
 # ## Freeze the protocol
@@ -66,8 +66,8 @@ print(f"profile {P.profile!r}: {len(P.eval_arms())} arms x {len(P.evaluation.buy
 # refuses to overwrite it (start a fresh output folder, or log the departure as a deviation).
 
 # %%
-protocol = protocol_from_params(P)
-protocol_file = B.paths.protocol
+protocol = protocol_from_params(params)
+protocol_file = book.paths.protocol
 phash = freeze(protocol, protocol_file)
 deviations = DeviationLog.for_protocol(protocol_file)
 print(f"protocol {short_hash(phash)} frozen at {protocol_file}")
@@ -79,7 +79,7 @@ print(f"{len(build_specs(protocol))} paired episodes in the protocol; primary fa
 # reason and stays in the protocol (a later run completes it).
 
 # %%
-ready, missing = B.ready_arms()
+ready, missing = book.ready_arms()
 for arm, why in missing.items():
     print(f"not evaluated now: {arm}: {why}")
 print("arms evaluated now:", ", ".join(ready))
@@ -90,13 +90,13 @@ print("arms evaluated now:", ", ".join(ready))
 # episode and ~1.7k input / 235 output tokens per call (`negolib.cost`).
 
 # %%
-store = TranscriptStore(B.paths.transcripts)
-prices, unpriced = B.prices()
-if B.api_models():
+store = TranscriptStore(book.paths.transcripts)
+prices, unpriced = book.prices()
+if book.api_models():
     if unpriced:
         print(f"no price configured for {unpriced}: their USD is left out (set params.prices); calls and "
               "tokens are counted")
-    est = dry_run(build_specs(protocol, ready), B.api_models(), prices, done=store.completed_keys())
+    est = dry_run(build_specs(protocol, ready), book.api_models(), prices, done=store.completed_keys())
 else:
     print("no API-served party in this profile: nothing is billed")
 
@@ -106,7 +106,7 @@ else:
 # profile names (a missing key stops here, before any call is made).
 
 # %%
-agents = build_agents(P, ready + list(P.evaluation.buyers), cache=ModelCache())
+agents = build_agents(params, ready + list(params.evaluation.buyers), cache=ModelCache())
 print({name: agent.backend for name, agent in agents.items()})
 
 # %% [markdown]
@@ -117,11 +117,11 @@ print({name: agent.backend for name, agent in agents.items()})
 
 # %%
 with summarize_warnings():  # e.g. prompts truncated to the arm's prompt cap
-    pilot = pilot_gate(protocol, agents, P.evaluation.pilot_episodes, arms=ready,
-                       store=TranscriptStore(B.paths.pilot_transcripts), log=B.paths.pilot_log, progress=True)
+    pilot = pilot_gate(protocol, agents, params.evaluation.pilot_episodes, arms=ready,
+                       store=TranscriptStore(book.paths.pilot_transcripts), log=book.paths.pilot_log, progress=True)
 if not pilot.passed:
     pilot.log_failures(deviations, "ran regardless (the pilot gate is logged, not enforced)", phash)
-display(B.save_table(pilot_gate_table(pilot.to_frame().set_index(["arm", "buyer"]), B.paper)))
+display(book.save_table(pilot_gate_table(pilot.to_frame().set_index(["arm", "buyer"]), book.paper)))
 
 # %% [markdown]
 # ## Run the evaluation (resumable)
@@ -129,7 +129,7 @@ display(B.save_table(pilot_gate_table(pilot.to_frame().set_index(["arm", "buyer"
 # %%
 with summarize_warnings():
     result = evaluate_arms(protocol, agents, store, progress=True, arms=ready, deviations=deviations,
-                           max_batch=P.evaluation.batch_size)
+                           max_batch=params.evaluation.batch_size)
 print(f"played {len(result.records)} episodes now, {result.skipped} were already complete; "
       f"{len(result.errors)} error rows (a re-run completes them)")
 
@@ -143,19 +143,19 @@ print(f"played {len(result.records)} episodes now, {result.skipped} were already
 # as the main run). Notebook 6 reads the doubled panel.
 
 # %%
-ext_on = P.evaluation.held_out_extension
-fires = extension_fires(B.held_out_extension_trigger()) if ext_on else None
+ext_on = params.evaluation.held_out_extension
+fires = extension_fires(book.held_out_extension_trigger()) if ext_on else None
 with summarize_warnings():
-    extension = run_held_out_extension(protocol, agents, TranscriptStore(B.paths.held_out_extension_transcripts),
-                                       B.paths.held_out_extension_protocol, enabled=ext_on, fires=fires, arms=ready,
-                                       progress=True, max_batch=P.evaluation.batch_size)
+    extension = run_held_out_extension(protocol, agents, TranscriptStore(book.paths.held_out_extension_transcripts),
+                                       book.paths.held_out_extension_protocol, enabled=ext_on, fires=fires, arms=ready,
+                                       progress=True, max_batch=params.evaluation.batch_size)
 if extension is None:
     why = ("the profile does not ask for it (evaluation.held_out_extension)" if not ext_on else
            "its trigger cannot be evaluated yet (no held-out gain of the largest size)" if fires is None else
            "its trigger does not fire")
     print(f"held-out-panel extension not run: {why}")
 else:
-    print(f"held-out-panel extension (the trigger fired; protocol {B.paths.held_out_extension_protocol.name}): "
+    print(f"held-out-panel extension (the trigger fired; protocol {book.paths.held_out_extension_protocol.name}): "
           f"played {len(extension.records)} episodes now, {extension.skipped} were already complete; "
           f"{len(extension.errors)} error rows")
 
@@ -168,14 +168,14 @@ else:
 # its transcript record and counted here.
 
 # %%
-df = B.episodes(include_errors=True)
+df = book.episodes(include_errors=True)
 counts = pd.crosstab(df["arm"], [df["buyer"], df["status"]])
-display(B.save_table(simple_table("episodes_played", "Episodes in the transcript store", counts)))
-display(B.save_table(prompt_cap_table(serving_frame(df))))
+display(book.save_table(simple_table("episodes_played", "Episodes in the transcript store", counts)))
+display(book.save_table(prompt_cap_table(serving_frame(df))))
 log = deviations.deviations_frame()
 print("deviation log:", "empty" if log.empty else "")
 if not log.empty:
-    display(B.save_table(simple_table("deviations", "Deviation log", log)))
+    display(book.save_table(simple_table("deviations", "Deviation log", log)))
 
 # %% [markdown]
 # ## Exercises
@@ -238,14 +238,14 @@ from negolib.stats import ClusterResampler
 
 ex41_estimate, ex41_ci, ex41_dist = expect(globals(), "ex41_estimate", "ex41_ci", "ex41_dist", exercise="4.1")
 ex41_c = paired_contrast(ex41_df, "trained", "base", "score", ClusterResampler.from_frame(ex41_df, 2000, seed=0))
-assert abs(ex41_estimate - ex41_c.estimate) < 1e-9, \
+assert abs(ex41_estimate - ex41_c.estimate) < 1e-9,\
     f"exercise 4.1: the estimate {ex41_estimate:+.6f} is not the paired contrast of mean S ({ex41_c.estimate:+.6f})"
-assert np.shape(ex41_dist) == (2000,), \
+assert np.shape(ex41_dist) == (2000,),\
     f"exercise 4.1: ex41_dist must hold 2,000 resampled contrasts, not {np.shape(ex41_dist)}"
-assert np.allclose(np.sort(ex41_dist), np.sort(ex41_c.distribution), atol=1e-9), \
+assert np.allclose(np.sort(ex41_dist), np.sort(ex41_c.distribution), atol=1e-9),\
     ("exercise 4.1: your resampled contrasts differ from negolib's: resample seeds (all their episodes, both arms "
      "together) with default_rng(0).integers(0, G, (2000, G)) over the sorted seeds")
-assert np.allclose(ex41_ci, (ex41_c.ci_low, ex41_c.ci_high), atol=1e-9), \
+assert np.allclose(ex41_ci, (ex41_c.ci_low, ex41_c.ci_high), atol=1e-9),\
     (f"exercise 4.1: the interval {tuple(np.round(ex41_ci, 5))} is not the 2.5 and 97.5 percentiles of the "
      f"resampled contrasts ({ex41_c.ci_low:+.5f}, {ex41_c.ci_high:+.5f})")
 print("exercise 4.1: correct")
@@ -296,11 +296,11 @@ from negolib.exercises import expect
 ex42_naive_coverage, ex42_cluster_coverage, ex42_n_datasets = expect(
     globals(), "ex42_naive_coverage", "ex42_cluster_coverage", "ex42_n_datasets", exercise="4.2")
 assert ex42_n_datasets >= 200, f"exercise 4.2: simulate at least 200 data sets, not {ex42_n_datasets}"
-assert 0 <= ex42_naive_coverage <= 1 and 0 <= ex42_cluster_coverage <= 1, \
+assert 0 <= ex42_naive_coverage <= 1 and 0 <= ex42_cluster_coverage <= 1,\
     "exercise 4.2: a coverage is a fraction of the data sets, between 0 and 1"
-assert 0.85 <= ex42_cluster_coverage <= 0.99, \
+assert 0.85 <= ex42_cluster_coverage <= 0.99,\
     f"exercise 4.2: the seed (cluster) bootstrap should cover about 95%, got {ex42_cluster_coverage:.0%}"
-assert ex42_naive_coverage < 0.75 and ex42_cluster_coverage - ex42_naive_coverage > 0.2, \
+assert ex42_naive_coverage < 0.75 and ex42_cluster_coverage - ex42_naive_coverage > 0.2,\
     (f"exercise 4.2: the episode bootstrap should cover far less than 95% (got {ex42_naive_coverage:.0%}): "
      "resample single episodes, ignoring their seeds")
 print("exercise 4.2: correct")
@@ -351,10 +351,10 @@ from negolib.exercises import expect
 ex43_cause, ex43_first_bad_turn, ex43_bad_seller_turns = expect(
     globals(), "ex43_cause", "ex43_first_bad_turn", "ex43_bad_seller_turns", exercise="4.3")
 assert ex43_cause in ex43_CAUSES, f"exercise 4.3: ex43_cause must be one of {ex43_CAUSES}"
-assert ex43_first_bad_turn == 5, \
+assert ex43_first_bad_turn == 5,\
     f"exercise 4.3: turn {ex43_first_bad_turn} is not the first turn whose action failed to parse"
-assert ex43_bad_seller_turns == ex43_episode.outcome.seller_bad_parses, \
+assert ex43_bad_seller_turns == ex43_episode.outcome.seller_bad_parses,\
     f"exercise 4.3: {ex43_bad_seller_turns} is not the number of seller turns that did not parse"
-assert ex43_cause == "bad_json", \
+assert ex43_cause == "bad_json",\
     f"exercise 4.3: {ex43_cause!r} is not what broke this episode: read the raw text of turn 5 against turn 3"
 print("exercise 4.3: correct")

@@ -60,11 +60,11 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-R = B.results()
-imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
-print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empty else
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+results = book.results()
+imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+print(f"{len(results.an.df)} evaluated episodes over {len(results.arms)} arms" if not results.empty else
       "no transcripts yet: run notebook 04_evaluation first")
 
 # %% [markdown]
@@ -93,8 +93,8 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 # episodes to tell", not "no gain".
 
 # %%
-display(B.save_table(primary_family_table(R.contrasts, paper)))
-for r in R.primary().itertuples():
+display(book.save_table(primary_family_table(results.contrasts, paper)))
+for r in results.primary().itertuples():
     verdict = "is significant after Holm" if r.significant else "is not significant after Holm"
     few = "; too few clusters for the interval to be trusted" if r.few_clusters else ""
     print(f"{r.arm_a} − {r.arm_b}: {fmt_ci(r.estimate, r.ci_low, r.ci_high, signed=True)} over {r.n_clusters} seed "
@@ -104,8 +104,8 @@ for r in R.primary().itertuples():
 primary_rows = [{"arms": [r.arm_a, r.arm_b], "metric": "S", "estimate": r.estimate, "ci_low": r.ci_low,
                  "ci_high": r.ci_high, "p_value": r.p_value, "p_holm": r.p_holm, "p_signflip": r.p_signflip,
                  "mde": r.mde, "n_paired": getattr(r, "n_episodes", None), "n_clusters": r.n_clusters,
-                 "few_clusters": bool(r.few_clusters)} for r in R.primary().itertuples()]
-B.update_headline(primary=primary_rows)  # outputs/<profile>/headline.json: the README's results table reads it
+                 "few_clusters": bool(r.few_clusters)} for r in results.primary().itertuples()]
+book.update_headline(primary=primary_rows)  # outputs/<profile>/headline.json: the README's results table reads it
 
 # %% [markdown]
 # ## Table 1: paired gains by size and learning rate
@@ -115,7 +115,7 @@ B.update_headline(primary=primary_rows)  # outputs/<profile>/headline.json: the 
 # above isolates what GRPO added.
 
 # %%
-display(B.save_table(table1(R.contrasts, R.est, P, paper)))
+display(book.save_table(table1(results.contrasts, results.est, params, paper)))
 
 # %% [markdown]
 # ## The gain differences behind contribution (i)
@@ -126,7 +126,7 @@ display(B.save_table(table1(R.contrasts, R.est, P, paper)))
 # (naming the design role it lacks) beside the paper's value.
 
 # %%
-display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("5",)), "5", paper)))
+display(book.save_table(quoted_table(quoted_contrasts(results.an, params, sections=("5",)), "5", paper)))
 
 # %% [markdown]
 # Each arm was trained once, so there is no run-to-run variance; as a rough stability check the paper gives the
@@ -134,7 +134,7 @@ display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("5",)), "5
 # Ours: per size, the shared recipe's evaluated reads in order of combined steps and the adjacent pair that moved most.
 
 # %%
-display(B.save_table(adjacent_reads_table(adjacent_reads(R.est, P), paper)))
+display(book.save_table(adjacent_reads_table(adjacent_reads(results.est, params), paper)))
 
 # %% [markdown]
 # ## Figure 2
@@ -146,8 +146,8 @@ display(B.save_table(adjacent_reads_table(adjacent_reads(R.est, P), paper)))
 # Left: ours; right: the paper's reported values (its primary family, shared LR − base).
 
 # %%
-fig = figure2(P, R.est, R.contrasts, paper)
-B.save_figure(fig, "figure2")
+fig = figure2(params, results.est, results.contrasts, paper)
+book.save_figure(fig, "figure2")
 
 # %% [markdown]
 # ## Table 2: what the trained sellers do differently (post hoc)
@@ -159,11 +159,11 @@ B.save_figure(fig, "figure2")
 # (its 2.3B 3× LR Δ buyer U~, -0.011 [-0.022, -0.000], carries an `e`).
 
 # %%
-records = B.records()
+records = book.records()
 openings = openings_table(records, scenarios=imported) if records else pd.DataFrame()
 opens = openings.set_index("arm")["opens_with_terms"].to_dict() if len(openings) else {}
-decomp = decomposition(R.an, trained_pairs(P), scenarios=imported)
-display(B.save_table(table2(decomp, opens, P, paper)))
+decomp = decomposition(results.an, trained_pairs(params), scenarios=imported)
+display(book.save_table(table2(decomp, opens, params, paper)))
 
 # %% [markdown]
 # ## Where the seller's gain comes from (post hoc)
@@ -177,9 +177,10 @@ display(B.save_table(table2(decomp, opens, P, paper)))
 # moves it by -7.5 to +5.0 points, +13.0 for the 10× LR arm).
 
 # %%
-display(B.save_table(gain_shares_table(gain_shares(decomp), P, paper)))
-display(B.save_table(integrative_table(integrative_split(R.an, trained_pairs(P), scenarios=imported), P, paper)))
-display(B.save_table(late_close_table(late_close_change(R.an, trained_pairs(P)), P, paper)))
+display(book.save_table(gain_shares_table(gain_shares(decomp), params, paper)))
+integrative = integrative_split(results.an, trained_pairs(params), scenarios=imported)
+display(book.save_table(integrative_table(integrative, params, paper)))
+display(book.save_table(late_close_table(late_close_change(results.an, trained_pairs(params)), params, paper)))
 
 # %% [markdown]
 # ## Openings (post hoc)
@@ -188,17 +189,17 @@ display(B.save_table(late_close_table(late_close_change(R.an, trained_pairs(P)),
 # 31B open with 6.6 and 6.2 terms, openings worth 0.741 and 0.757, deals 0.128 and 0.135 lower).
 
 # %%
-display(B.save_table(openings_book_table(openings, P, paper)))
+display(book.save_table(openings_book_table(openings, params, paper)))
 
 # %% [markdown]
 # ## Reference (frontier) sellers, exploratory
 # The paper ran two frontier models as sellers; a profile without frontier arms shows nothing here.
 
 # %%
-if P.design.frontier:
-    display(B.save_table(frontier_table(R.contrasts, P, paper)))
+if params.design.frontier:
+    display(book.save_table(frontier_table(results.contrasts, params, paper)))
     # App. A: each reference seller meets a buyer running its own model on half its episodes (self-play)
-    display(B.save_table(self_play_table(self_play_split(R.an, P), P, paper)))
+    display(book.save_table(self_play_table(self_play_split(results.an, params), params, paper)))
 else:
     print("no frontier reference sellers in this profile (see notebook 9 for the scripted baselines)")
 
@@ -244,12 +245,12 @@ from negolib.stats import holm
 ex51_adjusted, ex51_significant = expect(globals(), "ex51_adjusted", "ex51_significant", exercise="5.1")
 assert np.shape(ex51_adjusted) == (4,), "exercise 5.1: ex51_adjusted must hold one adjusted p-value per contrast"
 ex51_bonferroni = np.minimum(1.0, 4 * np.asarray(ex51_p))
-assert not np.allclose(ex51_adjusted, ex51_bonferroni), \
+assert not np.allclose(ex51_adjusted, ex51_bonferroni),\
     "exercise 5.1: these are Bonferroni's values (every p times 4); Holm scales the i-th smallest by m - i + 1"
-assert np.allclose(ex51_adjusted, holm(ex51_p), atol=1e-12), \
+assert np.allclose(ex51_adjusted, holm(ex51_p), atol=1e-12),\
     (f"exercise 5.1: {np.round(ex51_adjusted, 4).tolist()} are not Holm's adjusted p-values (keep them "
      "non-decreasing in the sorted order and report them in the input's order)")
-assert [bool(s) for s in ex51_significant] == [bool(a < 0.05) for a in holm(ex51_p)], \
+assert [bool(s) for s in ex51_significant] == [bool(a < 0.05) for a in holm(ex51_p)],\
     "exercise 5.1: the significance marks must follow the adjusted p-values (adjusted p < 0.05)"
 print("exercise 5.1: correct")
 
@@ -322,16 +323,16 @@ ex52_estimate, ex52_ci, ex52_naive_ci = expect(globals(), "ex52_estimate", "ex52
 ex52_res = ClusterResampler.from_frame(ex52_df, 2000, seed=0)
 ex52_d = contrast_difference(paired_contrast(ex52_df, "trained_large", "base_large", "score", ex52_res),
                              paired_contrast(ex52_df, "trained_small", "base_small", "score", ex52_res))
-assert abs(ex52_estimate - ex52_d.estimate) < 1e-9, \
+assert abs(ex52_estimate - ex52_d.estimate) < 1e-9,\
     f"exercise 5.2: the estimate {ex52_estimate:+.6f} is not the difference of the two paired gains"
-assert np.allclose(ex52_ci, (ex52_d.interval.ci_low, ex52_d.interval.ci_high), atol=1e-9), \
+assert np.allclose(ex52_ci, (ex52_d.interval.ci_low, ex52_d.interval.ci_high), atol=1e-9),\
     (f"exercise 5.2: the interval {tuple(np.round(ex52_ci, 5))} is not contrast_difference's "
      f"({ex52_d.interval.ci_low:+.5f}, {ex52_d.interval.ci_high:+.5f}): compute both gains on each resample")
-assert np.isclose(np.mean(ex52_naive_ci), ex52_estimate, atol=1e-9), \
+assert np.isclose(np.mean(ex52_naive_ci), ex52_estimate, atol=1e-9),\
     "exercise 5.2: the naive interval is centred on the estimate"
-assert ex52_naive_ci[1] - ex52_naive_ci[0] > 1.5 * (ex52_ci[1] - ex52_ci[0]), \
+assert ex52_naive_ci[1] - ex52_naive_ci[0] > 1.5 * (ex52_ci[1] - ex52_ci[0]),\
     ("exercise 5.2: the naive interval should be much wider than the shared-resample one here (the gains share "
      "each seed's effect); add the two gains' bootstrap variances")
-assert ex52_naive_ci[0] < 0 < ex52_ci[0], \
+assert ex52_naive_ci[0] < 0 < ex52_ci[0],\
     "exercise 5.2: here the shared-resample interval excludes zero and the naive one does not"
 print("exercise 5.2: correct")

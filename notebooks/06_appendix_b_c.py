@@ -47,10 +47,10 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-R = B.results()
-print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empty else
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+results = book.results()
+print(f"{len(results.an.df)} evaluated episodes over {len(results.arms)} arms" if not results.empty else
       "no transcripts yet: run notebook 04_evaluation first")
 
 # %% [markdown]
@@ -58,7 +58,7 @@ print(f"{len(R.an.df)} evaluated episodes over {len(R.arms)} arms" if not R.empt
 # An arm that closes fewer but better deals can score higher on deal-only utility and lower on S.
 
 # %%
-display(B.save_table(table3(R.est, R.arms, P, paper)))
+display(book.save_table(table3(results.est, results.arms, params, paper)))
 
 # %% [markdown]
 # ## Table 4: every evaluated arm
@@ -66,7 +66,7 @@ display(B.save_table(table3(R.est, R.arms, P, paper)))
 # `episodes` column); held-out is the car domain.
 
 # %%
-display(B.save_table(table4(R.est, R.arms, P, paper)))
+display(book.save_table(table4(results.est, results.arms, params, paper)))
 
 # %% [markdown]
 # ## Figure 3
@@ -77,16 +77,16 @@ display(B.save_table(table4(R.est, R.arms, P, paper)))
 # go from a base to its trained arms (the paper's 2.3B shared recipe lowered the deal rate while raising deal-only U~).
 
 # %%
-fig = figure3(P, R.est, R.contrasts, paper)
-B.save_figure(fig, "figure3")
+fig = figure3(params, results.est, results.contrasts, paper)
+book.save_figure(fig, "figure3")
 
 # %% [markdown]
 # The gains Figure 3's labels quote: per size, what the continuation added (S at 104 steps minus S at the
 # intermediate read, paired by scenario; the paper labels point estimates only).
 
 # %%
-Q = quoted_contrasts(R.an, P, sections=("B", "C"))
-display(B.save_table(quoted_table(Q, "B", paper)))
+quoted = quoted_contrasts(results.an, params, sections=("B", "C"))
+display(book.save_table(quoted_table(quoted, "B", paper)))
 
 # %% [markdown]
 # Where the smallest size's deal rate moved, domain by domain (App. B: the paper's 2.3B shared-recipe decline is
@@ -94,8 +94,8 @@ display(B.save_table(quoted_table(Q, "B", paper)))
 # other six above 0.93). Ours: every trained arm of the first size group against its base, paired by scenario.
 
 # %%
-small = [(a, b) for a, b in trained_pairs(P) if P.design.sizes and b == P.design.sizes[0].base]
-display(B.save_table(deal_rate_domain_table(deal_rate_by_domain(R.an, small), P, paper)))
+small = [(a, b) for a, b in trained_pairs(params) if params.design.sizes and b == params.design.sizes[0].base]
+display(book.save_table(deal_rate_domain_table(deal_rate_by_domain(results.an, small), params, paper)))
 
 # %% [markdown]
 # ## The held-out panel (App. C)
@@ -105,8 +105,8 @@ display(B.save_table(deal_rate_domain_table(deal_rate_by_domain(R.an, small), P,
 # exploratory (App. C): none is in the Holm family, so an interval excluding zero is marked `e`, never `*`.
 
 # %%
-held_contrasts = held_out_contrasts(R.an.df, P) if not R.empty else R.contrasts
-display(B.save_table(heldout_table(held_contrasts, P, paper)))
+held_contrasts = held_out_contrasts(results.an.df, params) if not results.empty else results.contrasts
+display(book.save_table(heldout_table(held_contrasts, params, paper)))
 
 # %% [markdown]
 # App. C reads the held-out gains against the Monte Carlo band of their endpoints: "only the 2.3B interval clears
@@ -114,7 +114,7 @@ display(B.save_table(heldout_table(held_contrasts, P, paper)))
 # Monte Carlo SEs of that endpoint.
 
 # %%
-display(B.save_table(held_out_mc_table(held_out_mc_band(held_contrasts), P, paper)))
+display(book.save_table(held_out_mc_table(held_out_mc_band(held_contrasts), params, paper)))
 
 # %% [markdown]
 # Two further contrasts App. C quotes by panel: the two frontier sellers (training domains, pooled, held out) and
@@ -122,7 +122,7 @@ display(B.save_table(held_out_mc_table(held_out_mc_band(held_contrasts), P, pape
 # prints no value for the matched pair: "31B wins both panels"). Exploratory, unadjusted.
 
 # %%
-display(B.save_table(quoted_table(Q, "C", paper)))
+display(book.save_table(quoted_table(quoted, "C", paper)))
 
 # %% [markdown]
 # ## The held-out-panel extension (App. C, K)
@@ -133,21 +133,21 @@ display(B.save_table(quoted_table(Q, "C", paper)))
 # extension: the held-out domain again on the next block of reserved evaluation seeds, as many again as the main panel.
 
 # %%
-display(B.save_table(extension_trigger_table(held_out_extension_trigger(held_contrasts, P), paper)))
+display(book.save_table(extension_trigger_table(held_out_extension_trigger(held_contrasts, params), paper)))
 
 # %% [markdown]
 # The extension run: the held-out gains recomputed on the doubled panel (the union of the main panel and the
 # extension's seeds; the clusters are the seeds, twice as many), beside the main panel's. Exploratory, as above.
 
 # %%
-extension_df = B.held_out_extension_episodes()
+extension_df = book.held_out_extension_episodes()
 if extension_df.empty:
     print("no extension transcripts: notebook 04 runs the extension when evaluation.held_out_extension is set "
           "and the trigger fires")
 else:
-    doubled = held_out_contrasts(pd.concat([R.an.df, extension_df], ignore_index=True), P)
+    doubled = held_out_contrasts(pd.concat([results.an.df, extension_df], ignore_index=True), params)
     print(f"{len(extension_df)} extension episodes over {extension_df['arm'].nunique()} arms")
-    display(B.save_table(extension_panel_table(held_contrasts, doubled, P)))
+    display(book.save_table(extension_panel_table(held_contrasts, doubled, params)))
 
 # %% [markdown]
 # ## Exercises
@@ -211,13 +211,13 @@ for ex61_arm in ("base", "trained"):
     for ex61_name, ex61_answer in (("deal_rate", ex61_deal_rate), ("deal_utility", ex61_deal_utility),
                                    ("score", ex61_S)):
         ex61_truth = metric_value(ex61_rows_arm, get_metric(ex61_name))
-        assert abs(ex61_answer[ex61_arm] - ex61_truth) < 1e-9, \
+        assert abs(ex61_answer[ex61_arm] - ex61_truth) < 1e-9,\
             (f"exercise 6.1: {ex61_name} of {ex61_arm} is {ex61_answer[ex61_arm]:.4f}, not {ex61_truth:.4f} "
              "(deal-only utility: the mean over the arm's deals only)")
-assert ex61_deal_utility["trained"] > ex61_deal_utility["base"] and ex61_S["trained"] < ex61_S["base"], \
+assert ex61_deal_utility["trained"] > ex61_deal_utility["base"] and ex61_S["trained"] < ex61_S["base"],\
     "exercise 6.1: the trained arm should have the better deals and the lower S"
 ex61_at = ex61_breakeven * ex61_deal_utility["trained"] - (1 - ex61_breakeven) * ex61_lambda
-assert abs(ex61_at - ex61_S["base"]) < 1e-9, \
+assert abs(ex61_at - ex61_S["base"]) < 1e-9,\
     (f"exercise 6.1: at deal rate {ex61_breakeven:.4f} the trained arm would score {ex61_at:.4f}, not base's "
      f"{ex61_S['base']:.4f}: solve d u - (1 - d) lambda = S_base for d")
 print("exercise 6.1: correct")
@@ -285,16 +285,16 @@ ex62_pooled_ci, ex62_held_ci, ex62_held_estimate, ex62_trigger, ex62_seeds_neede
 ex62_r = ClusterResampler.from_frame(ex62_df, 2000, seed=0)
 ex62_p = paired_contrast(ex62_df, "trained", "base", "score", ex62_r)
 ex62_h = paired_contrast(ex62_df, "trained", "base", "score", ex62_r, domains=["car"])
-assert abs(ex62_held_estimate - ex62_h.estimate) < 1e-9, \
+assert abs(ex62_held_estimate - ex62_h.estimate) < 1e-9,\
     "exercise 6.2: the held-out estimate is the paired gain on the car domain only"
-assert abs(ex62_held_ci[0] - ex62_h.ci_low) < 1e-9 and abs(ex62_held_ci[1] - ex62_h.ci_high) < 1e-9, \
+assert abs(ex62_held_ci[0] - ex62_h.ci_low) < 1e-9 and abs(ex62_held_ci[1] - ex62_h.ci_high) < 1e-9,\
     "exercise 6.2: the held-out interval is paired_contrast's with domains=['car'] (same resampler)"
-assert abs(ex62_pooled_ci[0] - ex62_p.ci_low) < 1e-9 and abs(ex62_pooled_ci[1] - ex62_p.ci_high) < 1e-9, \
+assert abs(ex62_pooled_ci[0] - ex62_p.ci_low) < 1e-9 and abs(ex62_pooled_ci[1] - ex62_p.ci_high) < 1e-9,\
     "exercise 6.2: the pooled interval is paired_contrast's over every domain"
-assert ex62_trigger is (ex62_h.ci_low <= 0 <= ex62_h.ci_high), \
+assert ex62_trigger is (ex62_h.ci_low <= 0 <= ex62_h.ci_high),\
     "exercise 6.2: ex62_trigger must be True exactly when the held-out interval straddles zero"
 ex62_g = ex62_h.n_clusters * ((ex62_h.ci_high - ex62_h.ci_low) / 2 / 0.03) ** 2
-assert isinstance(ex62_seeds_needed, int) and abs(ex62_seeds_needed - ex62_g) <= 1, \
+assert isinstance(ex62_seeds_needed, int) and abs(ex62_seeds_needed - ex62_g) <= 1,\
     (f"exercise 6.2: about {math.ceil(ex62_g)} seeds, not {ex62_seeds_needed}: the half-width scales as "
      "1 / sqrt(G), so G grows with the square of (half-width / 0.03)")
 print("exercise 6.2: correct")

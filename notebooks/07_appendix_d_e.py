@@ -58,15 +58,15 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-R = B.results()
-records = B.records()
-imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
-runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds]
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+results = book.results()
+records = book.records()
+imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+runs = [(r, s) for r, spec in params.training.runs.items() for s in spec.seeds]
 # (trained arm, same-size base); the base need not be evaluated: the guards compare with the starting policy
-trained = [(a, g.base) for g in P.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)
-           if a and a in R.arms]
+trained = [(a, g.base) for g in params.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)
+           if a and a in results.arms]
 print(f"{len(records)} transcripts; {len(runs)} training runs; trained arms evaluated: {[a for a, _ in trained]}")
 
 # %% [markdown]
@@ -76,20 +76,20 @@ print(f"{len(records)} transcripts; {len(runs)} training runs; trained arms eval
 # (2·N·D_gen + 6·N·D_train from the logged token counts; N from the loaded initial weights).
 
 # %%
-inits = {r: P.training.runs[r].init.split("@")[0] for r, _ in runs}
-init_arms = sorted({a for a in inits.values() if a in P.arms})
-sizes = {row["arm"]: row.get("params") for row in describe_models(P, init_arms)}
-logs = {(r, s): B.training_log(r, s) for r, s in runs}
-vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
+inits = {r: params.training.runs[r].init.split("@")[0] for r, _ in runs}
+init_arms = sorted({a for a in inits.values() if a in params.arms})
+sizes = {row["arm"]: row.get("params") for row in describe_models(params, init_arms)}
+logs = {(r, s): book.training_log(r, s) for r, s in runs}
+vals = {(r, s): book.training_log(r, s, "validation") for r, s in runs}
 n_params = {r: sizes.get(a) for r, a in inits.items()}
-display(B.save_table(training_table(training_summary(logs, vals, n_params), paper, P)))
+display(book.save_table(training_table(training_summary(logs, vals, n_params), paper, params)))
 
 # %% [markdown]
 # App. I's premise that matched steps are roughly matched tokens: the range of mean episode turns over the base and
 # shared-recipe arms (the paper: 9.9 to 12.8) and over every evaluated arm of the design (7.3 to 14.4).
 
 # %%
-display(B.save_table(turn_ranges_table(turn_ranges(R.est, P), paper)))
+display(book.save_table(turn_ranges_table(turn_ranges(results.est, params), paper)))
 
 # %% [markdown]
 # The KL at the step each trained arm was read, not only first and last (App. D: the paper's step-56 KL is 0.437
@@ -97,7 +97,7 @@ display(B.save_table(turn_ranges_table(turn_ranges(R.est, P), paper)))
 # at the end of the shared-recipe continuations 0.0088 to 0.0485 by size).
 
 # %%
-display(B.save_table(kl_read_table(kl_at_read(logs, P, [a for a, _ in trained]), P, paper)))
+display(book.save_table(kl_read_table(kl_at_read(logs, params, [a for a, _ in trained]), params, paper)))
 
 # %% [markdown]
 # ## The four prespecified guards, per trained arm (App. E), plus ours
@@ -113,7 +113,7 @@ display(B.save_table(kl_read_table(kl_at_read(logs, P, [a for a, _ in trained]),
 # its own terms after a buyer turn that failed to parse.
 
 # %%
-display(B.save_table(guards_table(guards_frame(R.an, guard_comparators(P, trained, R.an.has)))))
+display(book.save_table(guards_table(guards_frame(results.an, guard_comparators(params, trained, results.an.has)))))
 
 # %% [markdown]
 # ## The template-tag guard, per arm (App. J)
@@ -122,7 +122,7 @@ display(B.save_table(guards_table(guards_frame(R.an, guard_comparators(P, traine
 # guard passes for an arm whose seller replies needed none stripped (the paper: no arm produced a leak).
 
 # %%
-display(B.save_table(template_tag_table(serving_frame(R.an.df), P)))
+display(book.save_table(template_tag_table(serving_frame(results.an.df), params)))
 
 # %% [markdown]
 # ## The prose guard (App. K)
@@ -130,7 +130,7 @@ display(B.save_table(template_tag_table(serving_frame(R.an.df), P)))
 # prose (the text the buyer reads) is blank.
 
 # %%
-display(B.save_table(prose_guard_table(prose_guard(records), P, paper)))
+display(book.save_table(prose_guard_table(prose_guard(records), params, paper)))
 
 # %% [markdown]
 # ## Table 5: the guards side by side at each size
@@ -139,8 +139,8 @@ display(B.save_table(prose_guard_table(prose_guard(records), P, paper)))
 # GPT-5.6-Terra, which shares the training pool's model family, minus Claude Sonnet 5).
 
 # %%
-for g in P.design.sizes:
-    display(B.save_table(table5(R.est, R.est, g, P, paper)))
+for g in params.design.sizes:
+    display(book.save_table(table5(results.est, results.est, g, params, paper)))
 
 # %% [markdown]
 # The 10× LR arm by buyer (App. E): its gain over base against each evaluation buyer, its buyer split minus
@@ -148,7 +148,7 @@ for g in P.design.sizes:
 # the 3× LR arm. Exploratory, unadjusted.
 
 # %%
-display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("E",)), "E", paper)))
+display(book.save_table(quoted_table(quoted_contrasts(results.an, params, sections=("E",)), "E", paper)))
 
 # %% [markdown]
 # ## Table 6: buyer's-voice openers on the held-out domain
@@ -158,7 +158,8 @@ display(B.save_table(quoted_table(quoted_contrasts(R.an, P, sections=("E",)), "E
 # %%
 held = {d for d, dom in load_domains().items() if dom.held_out}
 held_records = [r for r in records if r["domain"] in held]
-display(B.save_table(table6_from_style(style_table(held_records) if held_records else pd.DataFrame(), P, paper)))
+held_style = style_table(held_records) if held_records else pd.DataFrame()
+display(book.save_table(table6_from_style(held_style, params, paper)))
 
 # %% [markdown]
 # ## Style diagnostics (post hoc, App. E)
@@ -169,7 +170,7 @@ display(B.save_table(table6_from_style(style_table(held_records) if held_records
 
 # %%
 style_all = style_table(records, scenarios=imported) if records else pd.DataFrame()
-display(B.save_table(style_diag_table(style_all, P, paper)))
+display(book.save_table(style_diag_table(style_all, params, paper)))
 
 # %% [markdown]
 # The counts behind App. E's text: turns, seller bad parses and unfilled placeholders per arm (the paper: 131
@@ -177,23 +178,24 @@ display(B.save_table(style_diag_table(style_all, P, paper)))
 # in each arm's no-deal episodes the share of seller turns that counter (the 10× LR arm: 95%).
 
 # %%
-display(B.save_table(turn_totals_table(turn_totals(R.an.df, style_all), P, paper)))
-display(B.save_table(nodeal_counter_table(nodeal_counters(records), P, paper)))
+display(book.save_table(turn_totals_table(turn_totals(results.an.df, style_all), params, paper)))
+display(book.save_table(nodeal_counter_table(nodeal_counters(records), params, paper)))
 
 # %% [markdown]
 # Walk-aways and episodes at the turn cap (App. E: the 31B 3× LR arm has zero of each), and the share of deals
 # that close with an off-schema term on the ledger (App. A: 55% for the 10× LR arm, 27-44% for every other arm).
 
 # %%
-display(B.save_table(walkaway_table(walkaways(R.an.df, 2 * P.evaluation.max_rounds), P, paper)))
-display(B.save_table(off_schema_ledger_table(off_schema_ledger_share(R.an.df, scenarios=imported), P, paper)))
+display(book.save_table(walkaway_table(walkaways(results.an.df, 2 * params.evaluation.max_rounds), params, paper)))
+off_schema = off_schema_ledger_share(results.an.df, scenarios=imported)
+display(book.save_table(off_schema_ledger_table(off_schema, params, paper)))
 
 # %% [markdown]
 # App. A's two shares per arm: off-schema names among the terms the seller names (the paper: 4-6% in every arm) and
 # closing accepts that carried terms (0-5% base and shared LR, 5-10% 3× LR above 2.3B, 56% 10× LR).
 
 # %%
-display(B.save_table(app_a_shares_table(arm_estimates(R.an, R.arms, APP_A_METRICS), P, paper)))
+display(book.save_table(app_a_shares_table(arm_estimates(results.an, results.arms, APP_A_METRICS), params, paper)))
 
 # %% [markdown]
 # ## Transcripts of every trained arm (the hand-read guard)
@@ -203,7 +205,7 @@ display(B.save_table(app_a_shares_table(arm_estimates(R.an, R.arms, APP_A_METRIC
 
 # %%
 for arm, _ in trained:
-    sample = hand_read_sample(records, arm, seed=P.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300,
+    sample = hand_read_sample(records, arm, seed=params.seed, per_family=HAND_READ_PER_FAMILY, max_chars=300,
                               scenarios=imported)
     for row in sample.itertuples():
         print(f"=== {arm} | {row.family} | {row.domain} | seed {row.seed} | {row.buyer}: {row.status}, "
@@ -289,17 +291,17 @@ ex71_t = ex71_df[ex71_df["arm"] == "trained"]
 ex71_b_rows = ex71_df[ex71_df["arm"] == "base"]
 ex71_naive = ((ex71_t["seller_bad_parses"] / ex71_t["seller_turns"]).mean()
               - (ex71_b_rows["seller_bad_parses"] / ex71_b_rows["seller_turns"]).mean())
-assert abs(ex71_delta["seller_bad_parse_rate"] - ex71_naive) > 1e-6, \
+assert abs(ex71_delta["seller_bad_parse_rate"] - ex71_naive) > 1e-6,\
     "exercise 7.1: that bad-parse change averages per-episode rates; the metric is total bad parses / seller turns"
 for ex71_k in ("deal_rate", "seller_bad_parse_rate", "invalid_accept_rate"):
-    assert abs(ex71_delta[ex71_k] - ex71_g.loc[ex71_k, "delta"]) < 1e-9, \
+    assert abs(ex71_delta[ex71_k] - ex71_g.loc[ex71_k, "delta"]) < 1e-9,\
         f"exercise 7.1: the change in {ex71_k} is {ex71_delta[ex71_k]:+.4f}, not {ex71_g.loc[ex71_k, 'delta']:+.4f}"
-    assert bool(ex71_passed[ex71_k]) == bool(ex71_g.loc[ex71_k, "passed"]), \
+    assert bool(ex71_passed[ex71_k]) == bool(ex71_g.loc[ex71_k, "passed"]),\
         f"exercise 7.1: the {ex71_k} guard {'passes' if ex71_g.loc[ex71_k, 'passed'] else 'fails'} here"
-assert abs(ex71_delta["deal_utility"] - ex71_g.loc["deal_rate", "d_deal_utility"]) < 1e-9, \
+assert abs(ex71_delta["deal_utility"] - ex71_g.loc["deal_rate", "d_deal_utility"]) < 1e-9,\
     "exercise 7.1: the change in deal-only U~ is wrong (the mean U~ over each arm's deals only)"
-assert abs(ex71_mean_turns - ex71_g.loc["mean_turns", "arm_value"]) < 1e-9 and \
-    bool(ex71_passed["mean_turns"]) == bool(ex71_g.loc["mean_turns", "passed"]), \
+assert abs(ex71_mean_turns - ex71_g.loc["mean_turns", "arm_value"]) < 1e-9 and\
+    bool(ex71_passed["mean_turns"]) == bool(ex71_g.loc["mean_turns", "passed"]),\
     "exercise 7.1: the trained arm's mean turns, or its guard (below 24), is wrong"
 print("exercise 7.1: correct")
 
@@ -338,17 +340,17 @@ from scipy.stats import entropy
 from negolib.exercises import expect
 
 ex72_exact, ex72_k3, ex72_k1 = expect(globals(), "ex72_exact", "ex72_k3", "ex72_k1", exercise="7.2")
-assert abs(ex72_exact - entropy(ex72_pi, ex72_ref)) < 1e-12, \
+assert abs(ex72_exact - entropy(ex72_pi, ex72_ref)) < 1e-12,\
     "exercise 7.2: the exact KL(pi || pi_ref) is sum pi log(pi / pi_ref) (mind the direction)"
 assert np.shape(ex72_k3) == np.shape(ex72_k1) == (20_000,), "exercise 7.2: one k3 and one k1 per sampled token"
 ex72_lr = np.log(ex72_ref[ex72_tokens] / ex72_pi[ex72_tokens])
-assert np.allclose(ex72_k3, np.exp(ex72_lr) - 1 - ex72_lr, atol=1e-12), \
+assert np.allclose(ex72_k3, np.exp(ex72_lr) - 1 - ex72_lr, atol=1e-12),\
     "exercise 7.2: k3 = r - 1 - log r with r = pi_ref(token) / pi(token), per sampled token"
 assert np.allclose(ex72_k1, -ex72_lr, atol=1e-12), "exercise 7.2: k1 = -log r = log pi(token) - log pi_ref(token)"
 for ex72_name, ex72_est in (("k3", ex72_k3), ("k1", ex72_k1)):
     ex72_se = ex72_est.std(ddof=1) / np.sqrt(ex72_est.size)
-    assert abs(ex72_est.mean() - ex72_exact) < 4 * ex72_se, \
+    assert abs(ex72_est.mean() - ex72_exact) < 4 * ex72_se,\
         f"exercise 7.2: the mean of {ex72_name} should match the exact KL within Monte Carlo error"
-assert ex72_k3.min() >= 0 and (ex72_k1 < 0).any() and ex72_k3.std() < ex72_k1.std(), \
+assert ex72_k3.min() >= 0 and (ex72_k1 < 0).any() and ex72_k3.std() < ex72_k1.std(),\
     "exercise 7.2: k3 should be non-negative with the smaller spread, k1 sometimes negative"
 print("exercise 7.2: correct")

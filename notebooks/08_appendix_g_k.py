@@ -49,12 +49,12 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-R = B.results()
-records = B.records()
-imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
-print(f"{len(records)} transcripts over {len(R.arms)} arms")
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+results = book.results()
+records = book.records()
+imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+print(f"{len(records)} transcripts over {len(results.arms)} arms")
 
 # %% [markdown]
 # ## Table 7: score beside the serving footprint
@@ -62,10 +62,10 @@ print(f"{len(records)} transcripts over {len(R.arms)} arms")
 # the embedded profiles); scripted arms need no accelerator. The paper's rows are its 48 GB devices.
 
 # %%
-lm_arms = [a for a in R.arms if P.is_lm(a) and P.arms[a].backend in ("hf", "trained", "vllm")]
-serving = {r["arm"]: r for r in describe_models(P, lm_arms) if "params" in r}
-serving.update({a: {"device": "CPU (scripted)"} for a in R.arms if not P.is_lm(a)})
-display(B.save_table(table7(R.est, serving, P, paper)))
+lm_arms = [a for a in results.arms if params.is_lm(a) and params.arms[a].backend in ("hf", "trained", "vllm")]
+serving = {r["arm"]: r for r in describe_models(params, lm_arms) if "params" in r}
+serving.update({a: {"device": "CPU (scripted)"} for a in results.arms if not params.is_lm(a)})
+display(book.save_table(table7(results.est, serving, params, paper)))
 
 # %% [markdown]
 # Table 8's topology: how each size is served in evaluation (backend, device, tensor-parallel degree, memory
@@ -73,7 +73,7 @@ display(B.save_table(table7(R.est, serving, P, paper)))
 # beside the paper's accelerators, tensor-parallel degree and memory fraction.
 
 # %%
-display(B.save_table(topology_table(size_topology(P), paper)))
+display(book.save_table(topology_table(size_topology(params), paper)))
 
 # %% [markdown]
 # ## Cost per episode (App. G)
@@ -81,10 +81,10 @@ display(B.save_table(topology_table(size_topology(P), paper)))
 # model. Scripted and self-served parties are not billed.
 
 # %%
-prices, unpriced = B.prices()
-api = B.api_models()
+prices, unpriced = book.prices()
+api = book.api_models()
 costs = cost_frame(records, prices, api) if records else pd.DataFrame()
-display(B.save_table(cost_table(cost_by_arm(costs, P, api, unpriced), paper)))
+display(book.save_table(cost_table(cost_by_arm(costs, params, api, unpriced), paper)))
 
 # %% [markdown]
 # ## The frozen protocol and its hash on every transcript (App. K)
@@ -92,7 +92,7 @@ display(B.save_table(cost_table(cost_by_arm(costs, P, api, unpriced), paper)))
 # are refused unless a logged deviation names their arm.
 
 # %%
-protocol_file = B.paths.protocol
+protocol_file = book.paths.protocol
 if protocol_file.exists():
     phash = protocol_hash(load_protocol(protocol_file))
     deviations = DeviationLog.for_protocol(protocol_file)
@@ -107,10 +107,10 @@ else:
 # %%
 if protocol_file.exists():
     dev = deviations.deviations_frame()
-    display(B.save_table(simple_table("deviation_log", "Deviation log (App. K)", dev)) if len(dev)
+    display(book.save_table(simple_table("deviation_log", "Deviation log (App. K)", dev)) if len(dev)
             else "deviation log: no departures logged")
-if B.paths.pilot_log.exists():
-    display(B.save_table(simple_table("pilot_log", "Pilot-gate log", PilotLog(B.paths.pilot_log).frame())))
+if book.paths.pilot_log.exists():
+    display(book.save_table(simple_table("pilot_log", "Pilot-gate log", PilotLog(book.paths.pilot_log).frame())))
 
 # %% [markdown]
 # ## Monte Carlo error of the interval endpoints
@@ -120,7 +120,7 @@ if B.paths.pilot_log.exists():
 # re-running the two contrasts below at 10^5.
 
 # %%
-display(B.save_table(mc_error_table(R.contrasts, paper)))
+display(book.save_table(mc_error_table(results.contrasts, paper)))
 
 # %% [markdown]
 # App. K re-runs the two contrasts whose lower bound sat inside the 10^4 Monte Carlo band (the gain difference
@@ -128,7 +128,7 @@ display(B.save_table(mc_error_table(R.contrasts, paper)))
 # at the profile's `n_resamples` and at its `refine_resamples`, each lower bound with its Monte Carlo SE.
 
 # %%
-display(B.save_table(rerun_table(quoted_contrasts(R.an, P, sections=("K",)), paper)))
+display(book.save_table(rerun_table(quoted_contrasts(results.an, params, sections=("K",)), paper)))
 
 # %% [markdown]
 # ## Validation behind the read points (App. K)
@@ -136,17 +136,18 @@ display(B.save_table(rerun_table(quoted_contrasts(R.an, P, sections=("K",)), pap
 # or off-peak read. Ours: each trained arm's validation S at its read step, its run's peak and last step.
 
 # %%
-runs = [(r, s) for r, spec in P.training.runs.items() for s in spec.seeds]
-vals = {(r, s): B.training_log(r, s, "validation") for r, s in runs}
-trained_arms = [a for a in R.arms if P.arms[a].backend == "trained"]
-display(B.save_table(read_validation_table(read_validation(vals, P, trained_arms), P, paper)))
+runs = [(r, s) for r, spec in params.training.runs.items() for s in spec.seeds]
+vals = {(r, s): book.training_log(r, s, "validation") for r, s in runs}
+trained_arms = [a for a in results.arms if params.arms[a].backend == "trained"]
+display(book.save_table(read_validation_table(read_validation(vals, params, trained_arms), params, paper)))
 
 # %% [markdown]
 # ## Table 9: Table 2 with every paired interval
 
 # %%
 opens = openings_table(records, scenarios=imported).set_index("arm")["opens_with_terms"].to_dict() if records else {}
-display(B.save_table(table9(decomposition(R.an, trained_pairs(P), scenarios=imported), opens, P, paper)))
+split = decomposition(results.an, trained_pairs(params), scenarios=imported)
+display(book.save_table(table9(split, opens, params, paper)))
 
 # %% [markdown]
 # ## Exercises
@@ -209,12 +210,12 @@ from negolib.exercises import expect
 ex81_usd, ex81_input_share = expect(globals(), "ex81_usd", "ex81_input_share", exercise="8.1")
 ex81_truth = cost_frame(ex81_records, ex81_prices, ex81_models)
 assert np.shape(ex81_usd) == (3,), "exercise 8.1: ex81_usd holds one cost per episode"
-assert np.allclose(ex81_usd, ex81_truth["usd"], rtol=0, atol=1e-12), \
+assert np.allclose(ex81_usd, ex81_truth["usd"], rtol=0, atol=1e-12),\
     (f"exercise 8.1: {np.round(ex81_usd, 5).tolist()} are not the episodes' costs "
      f"({np.round(ex81_truth['usd'], 5).tolist()}): bill each side at its model's price, the scripted side nothing")
 ex81_in = sum(ex81_truth[f"{r}_input_tokens"] @ ex81_truth[f"{r}_model"].map(
     lambda m: ex81_prices[m].input / 1e6 if isinstance(m, str) else 0.0) for r in ("seller", "buyer"))
-assert abs(ex81_input_share - ex81_in / ex81_truth["usd"].sum()) < 1e-9, \
+assert abs(ex81_input_share - ex81_in / ex81_truth["usd"].sum()) < 1e-9,\
     "exercise 8.1: the input share is the USD paid for input tokens over the total USD"
 assert ex81_input_share > 0.5, "exercise 8.1: here input tokens should pay for most of the cost"
 print("exercise 8.1: correct")
@@ -262,16 +263,16 @@ from negolib.stats import summarize
 
 ex82_ci, ex82_se, ex82_b_needed = expect(globals(), "ex82_ci", "ex82_se", "ex82_b_needed", exercise="8.2")
 ex82_s = summarize(ex82_dist)
-assert np.allclose(ex82_ci, (ex82_s.ci_low, ex82_s.ci_high), atol=1e-12), \
+assert np.allclose(ex82_ci, (ex82_s.ci_low, ex82_s.ci_high), atol=1e-12),\
     "exercise 8.2: the interval is the 2.5 and 97.5 percentiles (numpy's default linear quantiles)"
-assert np.allclose(ex82_se, (ex82_s.se_low, ex82_s.se_high), atol=1e-12), \
+assert np.allclose(ex82_se, (ex82_s.se_low, ex82_s.se_high), atol=1e-12),\
     (f"exercise 8.2: endpoint SEs {np.round(ex82_se, 6).tolist()} are not summarize's "
      f"({ex82_s.se_low:.6f}, {ex82_s.se_high:.6f}): half the gap between the quantiles at q -+ sqrt(q(1-q)/B)")
 ex82_lows = [np.quantile(np.random.default_rng(100 + i).normal(0.021, 0.011, 10_000), 0.025) for i in range(200)]
-assert 0.7 < np.std(ex82_lows, ddof=1) / ex82_se[0] < 1.3, \
+assert 0.7 < np.std(ex82_lows, ddof=1) / ex82_se[0] < 1.3,\
     "exercise 8.2: the lower endpoint's SE should match its spread over fresh draws"
 ex82_b = 10_000 * (ex82_s.se_low / 0.0001) ** 2
-assert isinstance(ex82_b_needed, int) and abs(ex82_b_needed - ex82_b) <= 1, \
+assert isinstance(ex82_b_needed, int) and abs(ex82_b_needed - ex82_b) <= 1,\
     (f"exercise 8.2: about {math.ceil(ex82_b):,} resamples, not {ex82_b_needed}: B grows with the square of "
      "SE / 0.0001")
 print("exercise 8.2: correct")

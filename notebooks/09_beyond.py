@@ -91,12 +91,12 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-B = open_book(params_path, output_dir or None)
-P, paper = B.params, B.paper
-R = B.results()
-records = B.records()
-imported = imported_scenarios(P.evaluation.genius)  # the profile's Genius scenarios by name: their fixed preferences
-print(f"{len(records)} transcripts over {len(R.arms)} arms")
+book = open_book(params_path, output_dir or None)
+params, paper = book.params, book.paper
+results = book.results()
+records = book.records()
+imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+print(f"{len(records)} transcripts over {len(results.arms)} arms")
 
 # %% [markdown]
 # ## The paper's limitations (App. A) and the arm that addresses each
@@ -105,9 +105,9 @@ print(f"{len(records)} transcripts over {len(R.arms)} arms")
 # model family, size and architecture co-varying, no co-adaptation, one RL algorithm), with the arm that would.
 
 # %%
-paper_yaml = Path(P.root) / "params" / "paper.yaml"
-paper_profile = load_params(paper_yaml) if paper_yaml.is_file() and P.profile != "paper" else None
-display(B.save_table(limitations_table(limitations_frame(P, R.arms, paper_profile))))
+paper_yaml = Path(params.root) / "params" / "paper.yaml"
+paper_profile = load_params(paper_yaml) if paper_yaml.is_file() and params.profile != "paper" else None
+display(book.save_table(limitations_table(limitations_frame(params, results.arms, paper_profile))))
 
 # %% [markdown]
 # ## Scripted baselines: how much of an LM arm's score does a fixed strategy reach?
@@ -115,7 +115,7 @@ display(B.save_table(limitations_table(limitations_frame(P, R.arms, paper_profil
 # arm's paired difference in S against that scripted seller on the scenarios both played.
 
 # %%
-display(B.save_table(scripted_baselines_table(R, scripted_baseline_contrasts(R))))
+display(book.save_table(scripted_baselines_table(results, scripted_baseline_contrasts(results))))
 
 # %% [markdown]
 # ## Pareto and Nash efficiency of the deals
@@ -125,17 +125,17 @@ display(B.save_table(scripted_baselines_table(R, scripted_baseline_contrasts(R))
 # reservation values), and the welfare ratio (joint welfare over the scenario's maximum).
 
 # %%
-eff = per_arm_efficiency(efficiency_frame(R.an.df, scenarios=imported)) if not R.empty and P.beyond.efficiency \
-    else pd.DataFrame()
-display(B.save_table(efficiency_table(eff, P)))
+eff = per_arm_efficiency(efficiency_frame(results.an.df, scenarios=imported)) \
+    if not results.empty and params.beyond.efficiency else pd.DataFrame()
+display(book.save_table(efficiency_table(eff, params)))
 
 # %%
 if records:
-    key = ("car", 5_000_053) if any(r["domain"] == "car" and r["seed"] == 5_000_053 for r in records) else \
+    key = ("car", 5_000_053) if any(r["domain"] == "car" and r["seed"] == 5_000_053 for r in records) else\
         (records[0]["domain"], records[0]["seed"])
     fig = pareto_figure(records, *key, title=f"{key[0]}, seed {key[1]}: frontier, Nash/Kalai points and deals",
                         scenarios=imported)
-    B.save_figure(fig, "pareto_frontier")
+    book.save_figure(fig, "pareto_frontier")
 
 # %% [markdown]
 # ## Turn order: the buyer opens
@@ -143,9 +143,9 @@ if records:
 # protocol's transcripts and logged as deviations of the frozen protocol).
 
 # %%
-variants = B.evaluate_variant(P.beyond.buyer_opens) if P.beyond.buyer_opens and not R.empty else []
-both = pd.concat([R.an.df, B.episodes(beyond=True)], ignore_index=True) if variants else R.an.df
-display(B.save_table(turn_order_table(turn_order_contrasts(Analysis.from_params(both, P), variants), variants)))
+variants = book.evaluate_variant(params.beyond.buyer_opens) if params.beyond.buyer_opens and not results.empty else []
+both = pd.concat([results.an.df, book.episodes(beyond=True)], ignore_index=True) if variants else results.an.df
+display(book.save_table(turn_order_table(turn_order_contrasts(Analysis.from_params(both, params), variants), variants)))
 
 # %% [markdown]
 # ## Fixed openings: does the opening cause the gain?
@@ -157,9 +157,9 @@ display(B.save_table(turn_order_table(turn_order_contrasts(Analysis.from_params(
 # arm itself minus the seller holding its openings: the part of the trained arm's score its openings do not carry.
 
 # %%
-fixed = [a for a in P.beyond.fixed_openings if a in R.arms and P.arms[a].inner in R.arms]
+fixed = [a for a in params.beyond.fixed_openings if a in results.arms and params.arms[a].inner in results.arms]
 opens = openings_table(records, scenarios=imported).set_index("arm")["opens_with_terms"].to_dict() if records else {}
-display(B.save_table(fixed_openings_table(fixed_opening_contrasts(R.an, P, fixed), P, fixed, opens)))
+display(book.save_table(fixed_openings_table(fixed_opening_contrasts(results.an, params, fixed), params, fixed, opens)))
 
 # %% [markdown]
 # ## Training seeds and training on the evaluation scaffold
@@ -168,7 +168,7 @@ display(B.save_table(fixed_openings_table(fixed_opening_contrasts(R.an, P, fixed
 # `evaluation` scaffold, are listed here (empty when the profile has none).
 
 # %%
-display(B.save_table(seeds_scaffold_table(seeds_scaffold_arms(P, R.arms), R.est)))
+display(book.save_table(seeds_scaffold_table(seeds_scaffold_arms(params, results.arms), results.est)))
 
 # %% [markdown]
 # ### Run-to-run spread of the training seeds
@@ -177,7 +177,7 @@ display(B.save_table(seeds_scaffold_table(seeds_scaffold_arms(P, R.arms), R.est)
 # seed-cluster intervals: a ratio near or above 1 means training variance matters as much as the scenarios.
 
 # %%
-display(B.save_table(seed_spread_table(seed_spread(R.est, P, R.arms))))
+display(book.save_table(seed_spread_table(seed_spread(results.est, params, results.arms))))
 
 # %% [markdown]
 # ## Accept-terms applied in evaluation
@@ -185,17 +185,20 @@ display(B.save_table(seed_spread_table(seed_spread(R.est, P, R.arms))))
 # listed sellers replay the scenario set with those terms applied (a logged variant), paired against the protocol.
 
 # %%
-first = P.evaluation.first_mover  # the protocol's turn order: only the named setting varies
-accept = B.evaluate_variant(P.beyond.accept_terms, first, ".accept_terms", accept_applies_terms=True) \
-    if P.beyond.accept_terms and not R.empty else []
-extra = B.evaluate_variant(P.beyond.extra_buyer_arms, first, ".extra_buyers", buyers=P.beyond.extra_buyers) \
-    if P.beyond.extra_buyers and P.beyond.extra_buyer_arms and not R.empty else []
-rule = B.evaluate_variant(P.beyond.accept_rule, first, ".accept_rule",
-                          accept_needs_offer=not P.evaluation.accept_needs_offer) \
-    if P.beyond.accept_rule and not R.empty else []
-AN = Analysis.from_params(pd.concat([R.an.df, B.episodes(beyond=True)], ignore_index=True), P) \
-    if accept or extra or variants or rule else R.an
-display(B.save_table(accept_terms_table(turn_order_contrasts(AN, accept, ".accept_terms"), accept, paper)))
+first = params.evaluation.first_mover  # the protocol's turn order: only the named setting varies
+accept = book.evaluate_variant(params.beyond.accept_terms, first, ".accept_terms", accept_applies_terms=True)\
+    if params.beyond.accept_terms and not results.empty else []
+extra = book.evaluate_variant(params.beyond.extra_buyer_arms, first, ".extra_buyers",
+                              buyers=params.beyond.extra_buyers) \
+    if params.beyond.extra_buyers and params.beyond.extra_buyer_arms and not results.empty else []
+rule = book.evaluate_variant(params.beyond.accept_rule, first, ".accept_rule",
+                          accept_needs_offer=not params.evaluation.accept_needs_offer)\
+    if params.beyond.accept_rule and not results.empty else []
+beyond_analysis = Analysis.from_params(pd.concat([results.an.df, book.episodes(beyond=True)], ignore_index=True),
+                                       params) \
+    if accept or extra or variants or rule else results.an
+accept_contrasts = turn_order_contrasts(beyond_analysis, accept, ".accept_terms")
+display(book.save_table(accept_terms_table(accept_contrasts, accept, paper)))
 
 # %% [markdown]
 # ## The ACCEPT rule: ours against the paper's (beyond the paper)
@@ -206,8 +209,9 @@ display(B.save_table(accept_terms_table(turn_order_contrasts(AN, accept, ".accep
 # the other rule (a logged variant), paired against the protocol. Scripted sellers accept only an offer: ΔS is 0.
 
 # %%
-print(f"this profile's ACCEPT rule: {P.evaluation.accept_rule_why or P.evaluation.accept_needs_offer}")
-display(B.save_table(accept_rule_table(accept_rule_contrasts(AN, rule), rule, P.evaluation.accept_needs_offer)))
+print(f"this profile's ACCEPT rule: {params.evaluation.accept_rule_why or params.evaluation.accept_needs_offer}")
+rule_contrasts = accept_rule_contrasts(beyond_analysis, rule)
+display(book.save_table(accept_rule_table(rule_contrasts, rule, params.evaluation.accept_needs_offer)))
 
 # %% [markdown]
 # ## A third evaluation buyer from another family
@@ -215,7 +219,7 @@ display(B.save_table(accept_rule_table(accept_rule_contrasts(AN, rule), rule, P.
 # buyers (a logged variant outside the protocol's panel); S against every buyer side by side.
 
 # %%
-display(B.save_table(buyer_panel_table(buyer_panel(AN, P.beyond.extra_buyer_arms), P)))
+display(book.save_table(buyer_panel_table(buyer_panel(beyond_analysis, params.beyond.extra_buyer_arms), params)))
 
 # %% [markdown]
 # ## Self-play split of the reference sellers
@@ -223,7 +227,7 @@ display(B.save_table(buyer_panel_table(buyer_panel(AN, P.beyond.extra_buyer_arms
 # here any seller whose agent is also an evaluation buyer): S against itself and without the self-play half.
 
 # %%
-display(B.save_table(self_play_split_table(self_play_split(R.an, P, R.arms), P, paper)))
+display(book.save_table(self_play_split_table(self_play_split(results.an, params, results.arms), params, paper)))
 
 # %% [markdown]
 # ## A learning-rate sweep at the smallest size
@@ -231,9 +235,9 @@ display(B.save_table(self_play_split_table(self_play_split(R.an, P, R.arms), P, 
 # ran 1x, 3x and 10x the shared rate).
 
 # %%
-base0 = P.design.sizes[0].base if P.design.sizes else None
-sweep_pairs = [(a, base0) for a in lr_sweep_arms(P)] if base0 else []
-display(B.save_table(lr_sweep_table(lr_sweep(run_pairs(R.an, sweep_pairs), P), P, paper)))
+base0 = params.design.sizes[0].base if params.design.sizes else None
+sweep_pairs = [(a, base0) for a in lr_sweep_arms(params)] if base0 else []
+display(book.save_table(lr_sweep_table(lr_sweep(run_pairs(results.an, sweep_pairs), params), params, paper)))
 
 # %% [markdown]
 # ## Matched FLOPs across sizes
@@ -243,7 +247,8 @@ display(B.save_table(lr_sweep_table(lr_sweep(run_pairs(R.an, sweep_pairs), P), P
 # shared-recipe budget.
 
 # %%
-display(B.save_table(matched_flops_table(matched_flops(run_pairs(R.an, trained_base_pairs(P)), P), P, paper)))
+flops = matched_flops(run_pairs(results.an, trained_base_pairs(params)), params)
+display(book.save_table(matched_flops_table(flops, params, paper)))
 
 # %% [markdown]
 # ## Exercises
@@ -287,11 +292,11 @@ from negolib.exercises import expect
 
 ex91_pareto, ex91_nash = expect(globals(), "ex91_pareto", "ex91_nash", exercise="9.1")
 ex91_true = {int(i) for i in pareto_indices(ex91_contracts)}
-assert {int(i) for i in ex91_pareto} == ex91_true, \
+assert {int(i) for i in ex91_pareto} == ex91_true,\
     (f"exercise 9.1: the Pareto-optimal contracts are not {sorted(ex91_pareto)}: a contract is dominated when "
      "another is at least as good for both parties and better for one")
 ex91_point = nash_point(frontier_from_sets([ex91_contracts], np.zeros((0, 2))), ex91_d)
-assert np.allclose(ex91_contracts[int(ex91_nash)], ex91_point), \
+assert np.allclose(ex91_contracts[int(ex91_nash)], ex91_point),\
     (f"exercise 9.1: contract {ex91_nash} is not the Nash point: maximise (s - d_s)(b - d_b) over contracts where "
      "both gains are positive")
 print("exercise 9.1: correct")
@@ -337,11 +342,11 @@ from negolib.training.flops import flops_from_log
 ex92_budget, ex92_small_step = expect(globals(), "ex92_budget", "ex92_small_step", exercise="9.2")
 ex92_large_cum = flops_from_log(ex92_logs["large"], ex92_n["large"])
 ex92_small_cum = flops_from_log(ex92_logs["small"], ex92_n["small"])
-assert abs(ex92_budget - ex92_large_cum[3]["cum_flops"]) < 1e-6 * ex92_budget, \
+assert abs(ex92_budget - ex92_large_cum[3]["cum_flops"]) < 1e-6 * ex92_budget,\
     (f"exercise 9.2: {ex92_budget:.4e} is not the large model's cumulative FLOPs after 4 steps "
      f"({ex92_large_cum[3]['cum_flops']:.4e}): sum 2 N D_gen + 6 N D_train over steps 1-4")
 ex92_first = next(r["step"] for r in ex92_small_cum if r["cum_flops"] >= ex92_large_cum[3]["cum_flops"])
-assert isinstance(ex92_small_step, int) and ex92_small_step == ex92_first, \
+assert isinstance(ex92_small_step, int) and ex92_small_step == ex92_first,\
     f"exercise 9.2: the small model first reaches the budget at step {ex92_first}, not {ex92_small_step}"
 assert ex92_small_step > 4, "exercise 9.2: the small model needs more steps than the large one for the same compute"
 print("exercise 9.2: correct")

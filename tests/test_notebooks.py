@@ -101,6 +101,19 @@ def test_game_notebooks_are_thin(name):
     assert any("run_stages(" in src for src in code), f"{name}: the stages do not go through run_stages"
 
 
+def test_no_notebook_names_a_global_with_one_or_two_capitals():
+    """Every notebook's globals say what they hold (``book``, ``params``, ``results``), not ``B``/``P``/``R``."""
+    import re
+
+    for path in sorted(NB_DIR.glob("[0-9][0-9]_*.py")):
+        nb = jupytext.read(path, fmt="py:percent")
+        code = [c.source for c in nb.cells if c.cell_type == "code"]
+        short = {m for src in code for m in re.findall(r"^([A-Z]{1,2})\b\s*(?:,|=[^=])", src, flags=re.M)}
+        assert not short, f"{path.name}: globals named {sorted(short)}"
+    assert re.findall(r"^([A-Z]{1,2})\b\s*(?:,|=[^=])", "B = open_book(p)\nP, paper = B.params, 1", flags=re.M) == \
+        ["B", "P"]  # the check catches them
+
+
 @pytest.fixture(scope="module")
 def smoke_book(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
