@@ -274,7 +274,8 @@ def _form_problem(name: str) -> str | None:
     return None
 
 
-def _unique(items: Sequence[Any], source: str, where: str) -> None:
+def check_unique(items: Sequence[Any], source: str, where: str) -> None:
+    """Raise a :class:`ValidationError` at ``where[i]`` when ``items`` names something twice."""
     seen: list[Any] = []
     for i, x in enumerate(items):
         if x in seen:
@@ -303,7 +304,7 @@ def check_game(name: str, g: Any, source: str) -> None:
     if len(t.agents) < rules.min_agents:
         raise ValidationError(source, f"{where}.tournament.agents", "needs at least one seller"
                               if rules.min_agents == 1 else f"needs at least two agents, got {t.agents}")
-    _unique(t.agents, source, f"{where}.tournament.agents")
+    check_unique(t.agents, source, f"{where}.tournament.agents")
     for i, agent in enumerate(t.agents):
         problem = _form_problem(agent)
         if problem is None and ":" not in agent and agent not in sellers:
@@ -353,7 +354,7 @@ def _check_lm(name: str, lm: GameLM, rules: _Rules, sellers: Sequence[str], buye
     if lm.eval_tiers == []:
         raise ValidationError(source, f"{where}.eval_tiers",
                               f"is empty; omit the key (or write null) for every {rules.strata}")
-    _unique(lm.eval_tiers or [], source, f"{where}.eval_tiers")
+    check_unique(lm.eval_tiers or [], source, f"{where}.eval_tiers")
     for i, stratum in enumerate(lm.eval_tiers or []):
         if stratum not in rules.eval_strata:
             raise ValidationError(source, f"{where}.eval_tiers[{i}]", f"unknown {rules.strata} {stratum!r}; "
@@ -373,6 +374,6 @@ def _check_seeds(rules: _Rules, tournament: int, evaluation: int, source: str, w
                               f"were played in the tournament (lower {where}.tournament.seeds_per_tier)")
 
 
-__all__ = ["BilateralGameParams", "BilateralSFT", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
+__all__ = ["BilateralGameParams", "check_unique", "BilateralSFT", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
            "GamesParams", "MarketGameParams", "MultiBuyerGameParams", "MultiProductGameParams", "build_games",
            "check_game", "check_games", "override"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from negolib.agent_spec import opening_source
 from negolib.errors import ValidationError
-from negolib.game_params import check_games
+from negolib.game_params import check_games, check_unique
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.scripted import STRATEGIES
 from negolib.profile_genius import check_genius_names
@@ -22,15 +22,6 @@ Params = Any  # a typed profile (negolib.params.Params, which imports this modul
 # ---------------------------------------------------------------------------------------------
 # Cross-field validation
 # ---------------------------------------------------------------------------------------------
-
-
-def _unique(items: list[Any], src: str, where: str) -> None:
-    """Raise when ``items`` names something twice."""
-    seen: list[Any] = []
-    for i, x in enumerate(items):
-        if x in seen:
-            raise ValidationError(src, f"{where}[{i}]", f"{x!r} is listed twice (first at [{seen.index(x)}])")
-        seen.append(x)
 
 
 def _positive(value: float | None, src: str, where: str, lo: float = 1, strict: bool = False) -> None:
@@ -80,7 +71,7 @@ def _cross_check(p: Params, notebooks: tuple[str, ...]) -> None:
             raise ValidationError(src, f"evaluation.{key}", "is empty; omit the key (or write null) for all "
                                   f"{'arms' if key == 'arms' else 'domains'}, or name at least one")
     for key in ("domains", "lm_domains", "arms", "buyers"):
-        _unique(getattr(ev, key) or [], src, f"evaluation.{key}")
+        check_unique(getattr(ev, key) or [], src, f"evaluation.{key}")
     for key in ("domains", "lm_domains"):
         doms = getattr(ev, key)
         bad = sorted(set(doms or []) - known_domains)
@@ -147,7 +138,7 @@ def _cross_check(p: Params, notebooks: tuple[str, ...]) -> None:
             raise ValidationError(src, f"training.runs.{rname}.init", f"must name an arm or 'run@step' (a run of "
                                   f"this profile, a step >= 1), got {run.init!r}; arms: {sorted(p.arms)}; "
                                   f"runs: {sorted(p.training.runs)}")
-        _unique(run.seeds, src, f"training.runs.{rname}.seeds")
+        check_unique(run.seeds, src, f"training.runs.{rname}.seeds")
         negative = {b: w for b, w in run.buyers.items() if not (math.isfinite(w) and w >= 0)}
         if negative:
             raise ValidationError(src, f"training.runs.{rname}.buyers", f"mixture weights must be >= 0, got "
@@ -166,14 +157,14 @@ def _cross_check(p: Params, notebooks: tuple[str, ...]) -> None:
     if not 0 < p.statistics.alpha < 1 or p.statistics.n_resamples < 1:
         raise ValidationError(src, "statistics", "needs 0 < alpha < 1 and n_resamples >= 1")
     _positive(p.statistics.refine_resamples, src, "statistics.refine_resamples")
-    _unique([tuple(x) for x in p.statistics.primary], src, "statistics.primary")
+    check_unique([tuple(x) for x in p.statistics.primary], src, "statistics.primary")
     for i, g in enumerate(p.design.sizes):
         for role in ("base", "shared", "shared_early", "lr3", "lr10"):
             arm = getattr(g, role)
             if arm is not None and arm not in p.arms:
                 raise ValidationError(src, f"design.sizes[{i}].{role}", f"unknown arm {arm!r}; "
                                       f"allowed: {sorted(p.arms)}")
-    _unique(p.design.frontier, src, "design.frontier")
+    check_unique(p.design.frontier, src, "design.frontier")
     for arm in p.design.frontier:
         if arm not in p.arms:
             raise ValidationError(src, "design.frontier", f"unknown arm {arm!r}; allowed: {sorted(p.arms)}")
@@ -182,7 +173,7 @@ def _cross_check(p: Params, notebooks: tuple[str, ...]) -> None:
         raise ValidationError(src, "design.buyer_split", f"must be two evaluation buyers [A, B] (split = S vs A "
                               f"minus S vs B), got {split!r}; buyers: {ev.buyers}")
     for key in ("buyer_opens", "fixed_openings", "extra_buyers", "extra_buyer_arms", "accept_terms", "accept_rule"):
-        _unique(getattr(p.beyond, key), src, f"beyond.{key}")
+        check_unique(getattr(p.beyond, key), src, f"beyond.{key}")
     for key in ("buyer_opens", "fixed_openings", "extra_buyer_arms", "accept_terms", "accept_rule"):
         for arm in getattr(p.beyond, key):
             if arm not in p.arms:
