@@ -374,6 +374,6 @@ def _check_seeds(rules: _Rules, tournament: int, evaluation: int, source: str, w
                               f"were played in the tournament (lower {where}.tournament.seeds_per_tier)")
 
 
-__all__ = ["BilateralGameParams", "check_unique", "BilateralSFT", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
+__all__ = ["BilateralGameParams", "BilateralSFT", "GAME_LM_FORMS", "GameLM", "GameSFT", "GameTournament",
            "GamesParams", "MarketGameParams", "MultiBuyerGameParams", "MultiProductGameParams", "build_games",
-           "check_game", "check_games", "override"]
+           "check_game", "check_games", "check_unique", "override"]
