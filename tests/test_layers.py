@@ -30,6 +30,7 @@ PYPROJECT = ROOT / "pyproject.toml"
 # The study of the paper's game (and the command line, book and widgets over it): these may import a game; every
 # other module is a game's (negolib.games) or barred from importing one (contract "games").
 MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negolib.book", "negolib.book_runner",
+                    "negolib.book_site",
                     "negolib.widgets",
                     "negolib.report", "negolib.analysis", "negolib.tournament", "negolib.evaluation",
                     "negolib.eval_protocol", "negolib.reading",
@@ -117,6 +118,7 @@ VIOLATIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("analysis.contrasts", "report.tables"): ("layers",),  # compute below presentation
     ("report.tables", "book"): ("layers",),  # the report layer below the book runner
     ("book", "report.tables"): (),  # allowed: the book may present
+    ("book_runner", "book_site"): ("layers",),  # the runner below the site built over its output
     ("games.multi_issue.env", "transcripts"): (),  # allowed: a game over the shared machinery
     ("evaluation", "games.multi_issue.env"): (),  # allowed: the paper's study over its game
     ("training.grpo", "games.multi_issue.env"): ("layers", "games"),  # the shared trainer naming the paper's game
