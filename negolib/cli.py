@@ -9,6 +9,8 @@ Commands:
 * ``summary``: the per-arm summary of a transcript file (validated; one protocol per file, or
   checked against ``--protocol``);
 * ``book run``: execute the book's notebooks with papermill on a params profile;
+* ``book site``: the executed book as a static site (Sphinx, myst-nb, the book theme: the ``site`` extra) at
+  ``outputs/<profile>/site/index.html``; ``book run`` builds it at its end, or says in one line why not;
 * ``book handout``: course copies of the notebooks with the exercise solutions stripped, and a ZIP of them;
 * ``train``: a GRPO training run from a params profile;
 * ``genius export`` / ``genius import``: one of our scenarios as a Genius folder, a Genius (ANAC) folder as a
@@ -139,7 +141,33 @@ def cmd_book(args: argparse.Namespace) -> int:
     result = run_book(args.params, notebooks=notebooks, output_dir=args.output_dir,
                       resume=not args.no_resume, progress=not args.no_progress)
     print(result)
+    if not args.no_site:
+        from negolib.book_site import site_after_run
+
+        print(site_after_run(result.output_dir, f"negobook: {result.profile}", _description(args.params)))
     return 0 if getattr(result, "ok", True) else 1
+
+
+def _description(params_path: str) -> str:
+    from negolib.params import load_params
+
+    return load_params(params_path).description
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    from negolib.book_site import SiteError, build_site
+    from negolib.params import load_params
+
+    params = load_params(args.params)
+    if args.output_dir:
+        params = params.with_output_dir(args.output_dir)
+    try:
+        index = build_site(params.out, f"negobook: {params.profile}", params.description)
+    except SiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"site: {index}")
+    return 0
 
 
 def cmd_handout(args: argparse.Namespace) -> int:
@@ -325,7 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", default=None)
     p.add_argument("--no-resume", action="store_true", help="re-execute notebooks already done")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-site", action="store_true", help="skip building the static site at the end")
     p.set_defaults(fn=cmd_book)
+    p = book.add_parser("site", help="the executed book as a static site: outputs/<profile>/site/index.html")
+    p.add_argument("--params", required=True, help="params profile, e.g. params/default.yaml")
+    p.add_argument("--output-dir", default=None, help="the executed book's folder (default: the profile's)")
+    p.set_defaults(fn=cmd_site)
     p = book.add_parser("handout", help="course handout: the notebooks with exercise solutions stripped")
     p.add_argument("--out", default="handout", help="folder for the handout notebooks (the ZIP goes beside it)")
     p.add_argument("--no-zip", action="store_true", help="write the folder only, not <out>.zip")
