@@ -1,9 +1,10 @@
 """The book as a website: an executed book folder (``outputs/<profile>/``) built into a static site with Sphinx,
 myst-nb and the Sphinx Book Theme, at ``outputs/<profile>/site/index.html``.
 
-Contract: :func:`build_site` writes a Sphinx project into ``outputs/<profile>/site_build/src`` and runs Sphinx
-into ``outputs/<profile>/site/``. The project's ``conf.py`` turns notebook execution off (myst-nb shows the
-notebooks as the book ran them, outputs and all); each executed notebook is a chapter in the sidebar, in book
+Contract: :func:`build_site` writes a Sphinx project into ``outputs/<profile>/site_build/src``, runs Sphinx into
+``site_build/html`` and copies that to ``outputs/<profile>/site/``. The project's ``conf.py`` turns notebook
+execution off (myst-nb shows the notebooks as the book ran them, outputs and all; widgets as their text, so the
+site loads nothing from the network); each executed notebook is a chapter in the sidebar, in book
 order. The root page opens with the index's headline box (:func:`negolib.book_runner.headline_box`), a plain
 reading of each headline contrast and every guard's pass/fail; then the paper's tables and figures in the paper's
 order, each with the notebook that made it (tables show the paper's values beside ours, in ``paper: ...``
@@ -243,6 +244,9 @@ html_theme_options = {{"home_page_in_toc": True, "show_navbar_depth": 1, "use_do
 html_css_files = ["negobook.css"]
 html_static_path = ["_static"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+# offline: no widget JavaScript from a CDN (a widget shows its text; it has no kernel here anyway)
+nb_ipywidgets_js = {{}}
+nb_mime_priority_overrides = [("*", "application/vnd.jupyter.widget-view+json", None)]
 suppress_warnings = ["myst.header", "mystnb.unknown_mime_type", "misc.highlighting_failure"]
 """
 CSS = ".negobook-table { overflow-x: auto; margin-bottom: 1em; } .negobook-table table { font-size: 85%; }\n"
@@ -280,10 +284,11 @@ def build_site(root: str | Path, title: str | None = None, description: str = ""
     if not any(paths.notebooks.glob("*.ipynb")):
         raise SiteError(f"no executed notebooks under {paths.notebooks}: run the book first")
     build, out = paths.root / "site_build", paths.root / "site"
-    src = build / "src"
+    src, html_dir = build / "src", build / "html"  # myst-nb writes beside Sphinx's output: keep that in build/
     src.mkdir(parents=True, exist_ok=True)
     write_project(paths, src, title or f"negobook: {paths.root.name}", description)
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-d", str(build / "doctrees"), str(src), str(out)]
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-d", str(build / "doctrees"), str(src),
+           str(html_dir)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -291,6 +296,9 @@ def build_site(root: str | Path, title: str | None = None, description: str = ""
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise SiteError(f"sphinx failed (exit {proc.returncode}) building {out}:\n{tail}")
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(html_dir, out)
     return out / "index.html"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import struct
 import zlib
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "params" / "smoke.yaml"
 TABLE1 = ("<table><caption><b>Table 1: paired gains</b></caption><tr><th>arm</th><th>gain</th>"
           "<th>paper: gain</th></tr><tr><td>grpo</td><td>+0.031</td><td>+0.045</td></tr></table>")
+PAGE_S = 180  # one page load in a fresh headless Chromium on a busy 2-core machine
 needs_tooling = pytest.mark.skipif(bool(missing_tooling()),
                                    reason=f"the site's tooling is not installed ({', '.join(missing_tooling())}; "
                                           "pip install -e '.[site]')")
@@ -57,6 +59,19 @@ def _notebook(path: Path, heading: str, prose: str, source: str, output: dict[st
     nbformat.write(nb, path)
 
 
+def _add_widget(path: Path) -> None:
+    """A widget output (view and saved state, as a run in JupyterLab leaves them) with its text fallback."""
+    nb = nbformat.read(path, as_version=4)
+    view = {"version_major": 2, "version_minor": 0, "model_id": "abc123"}
+    nb.cells[1].outputs.append(nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": view, "text/plain": "EpisodeExplorer(episode 1 of 4)"}))
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"abc123": {"model_name": "LabelModel", "model_module": "@jupyter-widgets/controls",
+                             "model_module_version": "2.0.0", "state": {"value": "x"}}},
+        "version_major": 2, "version_minor": 0}}
+    nbformat.write(nb, path)
+
+
 def _table(folder: Path, name: str, title: str, caption: str, html: str) -> None:
     (folder / f"{name}.md").write_text(f"**{title}**\n\n{caption}\n\n| arm | value |\n|---|---|\n| grpo | 1 |\n")
     (folder / f"{name}.html").write_text("<!doctype html><meta charset='utf-8'>" + html)
@@ -71,6 +86,7 @@ def fake_book(root: Path) -> BookPaths:
     _notebook(paths.notebooks / "01_first.ipynb", "1. The environment", "One episode's ledger, turn by turn.",
               'B.save_figure(fig, "figure1_ledger")\nB.save_figure(curve, "warmup_curve")',
               {"image/png": base64.b64encode(png).decode(), "text/plain": "<Figure>"})
+    _add_widget(paths.notebooks / "01_first.ipynb")
     _notebook(paths.notebooks / "02_second.ipynb", "2. Results", "The paired gains, beside the paper's.",
               "display(B.save_table(table1(R)))",
               {"text/html": TABLE1 + "<b>Deal rates by arm</b><b>Prespecified guards</b>", "text/plain": "t"})
@@ -160,7 +176,11 @@ def test_the_site_links_every_chapter_and_shows_the_figures(site):
     assert "1. The environment" in index and "2. Results" in index  # the chapters in the navigation
     copied = site / "_images" / "figure1_ledger.png"
     assert copied.read_bytes() == tiny_png() and 'src="_images/figure1_ledger.png"' in index
-    assert "<img" in (site / "notebooks" / "01_first.html").read_text()  # the notebook's own output, inline
+    first = (site / "notebooks" / "01_first.html").read_text()
+    assert "<img" in first  # the notebook's own output, inline
+    assert "EpisodeExplorer(episode 1 of 4)" in first  # a widget as its text
+    for page in site.rglob("*.html"):  # nothing loaded from the network (a widget's JavaScript from a CDN)
+        assert not re.search(r"""(src|href)=["']https?://[^"']*\.(js|css)""", page.read_text()), page
 
 
 @needs_tooling
@@ -184,8 +204,7 @@ def test_the_root_page_opens_with_the_headline_then_the_papers_items(site):
 
 def _broken(page: Any, url: str, site: Path) -> list[str]:
     """Open ``url``; the images that did not load and the links to pages of the site that do not exist."""
-    page.goto(url)
-    page.wait_for_load_state("load")
+    page.goto(url, wait_until="load")
     images = page.eval_on_selector_all("img", "els => els.map(e => [e.src, e.complete && e.naturalWidth > 0])")
     links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
     bad = [f"image {src}" for src, ok in images if not ok]
@@ -208,6 +227,7 @@ def test_a_browser_follows_every_chapter_and_sees_every_figure(site, tmp_path):
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page()
+            page.set_default_timeout(PAGE_S * 1000)
             index = (site / "index.html").as_uri()
             assert _broken(page, index, site) == []
             assert page.eval_on_selector_all("img", "els => els.length") >= 1  # the paper's Figure 1
