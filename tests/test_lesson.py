@@ -125,6 +125,20 @@ def test_better_deals_are_learning_and_more_deals_alone_are_named_as_such():
     assert res3.verdict.startswith("worse")
 
 
+def test_utility_on_common_deals_is_the_price_without_selection():
+    """The start closes the 20 easy scenarios at 0.6; the trained seller closes all 60, the same 20 at 0.7 and 40
+    harder ones at 0.3: utility on deals falls (0.6 -> 0.433) while the price on the common deals rose (+0.1)."""
+    start = _records([0.6] * 20 + [-0.3] * 40, [True] * 20 + [False] * 40, [0.6] * 20 + [0.0] * 40)
+    trained = _records([0.7] * 20 + [0.3] * 40, [True] * 60, [0.7] * 20 + [0.3] * 40)
+    res = lesson_result(start, trained, LESSON, n_resamples=2000)
+    common = res.estimates["utility on common deals"]
+    assert res.estimates["utility on deals"].diff < 0
+    assert common.start == pytest.approx(0.6) and common.trained == pytest.approx(0.7)
+    assert common.diff == pytest.approx(0.1) and common.ci_low == pytest.approx(0.1)
+    none = lesson_result(start, _records([-0.3] * 60, [False] * 60, [0.0] * 60), LESSON, n_resamples=2000)
+    assert math.isnan(none.estimates["utility on common deals"].diff)  # no scenario closed by both
+
+
 def test_arms_on_different_scenarios_are_refused():
     a = _records([0.5], [True], [0.5], seeds=[1])
     b = _records([0.5], [True], [0.5], seeds=[2])

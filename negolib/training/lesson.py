@@ -42,7 +42,8 @@ from negolib.training.config import LessonConfig, TrainConfig
 from negolib.training.ladder import BUYER, AcceptingBuyer
 
 PRIMARY = "S"
-SECONDARY = ("utility on deals", "deal rate", "mean turns", "bad-parse rate")
+SECONDARY = ("utility on deals", "utility on common deals", "deal rate", "mean turns", "bad-parse rate")
+COMMON = "utility on common deals"  # the price alone: scenarios both arms closed, paired (no selection by closing)
 NO_DEAL_SCORE = -EnvConfig().no_deal_penalty
 BUYER_TURN_TOKENS = 96  # room a round leaves in the context for the buyer's reply (its prose and the chat tags)
 
@@ -348,7 +349,9 @@ def lesson_result(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
                   n_resamples: int = 10_000, seed: int = 0, alpha: float = 0.05) -> LessonResult:
     """Trained (``after``) minus start (``before``) on the same evaluation scenarios (row i of each is one
     scenario, one cluster). Intervals: negolib's percentile cluster bootstrap (``n_resamples``, ``seed``); utility
-    on deals is a ratio (deal-weighted), resampled as such. Bootstrap p-values are at least 1/(B+1)."""
+    on deals is a ratio (deal-weighted), resampled as such; utility on common deals is the same ratio over the
+    scenarios both arms closed (the price alone: a seller that closes more scenarios also closes harder ones, which
+    can lower its utility on deals with no change in price). Bootstrap p-values are at least 1/(B+1)."""
     a, b = Episodes.from_records(after), Episodes.from_records(before)
     if a.seeds.tolist() != b.seeds.tolist():
         raise ValueError("the two arms were not played on the same scenarios in the same order")
@@ -356,9 +359,11 @@ def lesson_result(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
     ones = np.ones(n)
     ua = np.nan_to_num(a.utility) * (a.deal > 0)
     ub = np.nan_to_num(b.utility) * (b.deal > 0)
+    both = ((a.deal > 0) & (b.deal > 0)).astype(float)  # scenarios both arms closed
     stats = {
         "S": _stat(a.score, ones, b.score, ones),
         "utility on deals": _stat(ua, (a.deal > 0).astype(float), ub, (b.deal > 0).astype(float)),
+        COMMON: _stat(ua * both, both, ub * both, both),
         "deal rate": _stat((a.deal > 0).astype(float), ones, (b.deal > 0).astype(float), ones),
         "mean turns": _stat(a.turns, ones, b.turns, ones),
         "bad-parse rate": _stat(a.bad_parses, a.seller_turns, b.bad_parses, b.seller_turns),
@@ -366,9 +371,15 @@ def lesson_result(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
     resampler = ClusterResampler(np.arange(n), n_resamples, seed)
     dist = resample_stats(resampler, list(stats.values()))
     sa, sb = a.summary(), b.summary()
+    n_both = both.sum()
+    sa[COMMON] = float((ua * both).sum() / n_both) if n_both else math.nan
+    sb[COMMON] = float((ub * both).sum() / n_both) if n_both else math.nan
     floor = 1.0 / (n_resamples + 1)
     est = {}
     for j, (name, stat) in enumerate(stats.items()):
+        if name == COMMON and not n_both:  # no scenario closed by both arms: nothing to compare
+            est[name] = Estimate(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
+            continue
         iv = summarize(dist[:, j], alpha)
         est[name] = Estimate(sb[name], sa[name], stat.value(), iv.ci_low, iv.ci_high, max(iv.p_value, floor))
     d = a.score - b.score
@@ -393,7 +404,8 @@ def lesson_headline(res: LessonResult, pre: Preregistration, train_seconds: floa
     return {"arms": ["lesson_trained", "lesson_start"], **part("S"), "p_value": est["S"].p_value,
             "p_signflip": res.p_signflip, "mde": res.observed_mde, "preregistered_mde": pre.mde,
             "n_paired": res.n_paired, "n_clusters": res.n_clusters, "utility_on_deals": part("utility on deals"),
-            "deal_rate": part("deal rate"), "decomposition": res.decomposition, "verdict": res.verdict,
+            "utility_on_common_deals": part(COMMON), "deal_rate": part("deal rate"),
+            "decomposition": res.decomposition, "verdict": res.verdict,
             "train_seconds": round(train_seconds, 1)}
 
 
@@ -408,6 +420,6 @@ def opening_text(record: dict[str, Any]) -> str:
     return f"{text}\n-> {end}"
 
 
-__all__ = ["Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
+__all__ = ["COMMON", "Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
            "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_headline",
            "lesson_key", "lesson_result", "opening_text", "preregister", "train_config", "train_lesson"]
