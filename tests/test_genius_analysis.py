@@ -119,7 +119,7 @@ def test_without_the_imported_scenarios_every_analysis_says_how_to_pass_them(pla
             call()
         msg = str(err.value)
         assert msg.startswith(where.strip()) and err.value.field == "domain", msg
-        assert "['laptop', 'trip']" in msg and "scenarios=imported_scenarios(P.evaluation.genius)" in msg
+        assert "['laptop', 'trip']" in msg and "scenarios=imported_scenarios(params.evaluation.genius)" in msg
 
 
 def test_openings_of_the_imported_domain_are_scored_in_its_scenario(played: SimpleNamespace) -> None:

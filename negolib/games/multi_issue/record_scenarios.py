@@ -22,7 +22,7 @@ from negolib.errors import ValidationError
 from negolib.games.multi_issue.domains import Domain, load_domains
 from negolib.games.multi_issue.scenarios import Scenario, make_scenario
 
-HINT = "pass the profile's imported scenarios: scenarios=imported_scenarios(P.evaluation.genius)"
+HINT = "pass the profile's imported scenarios: scenarios=imported_scenarios(params.evaluation.genius)"
 
 
 class RecordScenarios:
