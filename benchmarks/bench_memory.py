@@ -180,8 +180,8 @@ def grpo_step(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.dry_run:
         config = dataclasses.replace(config, rollouts_per_scenario=2, micro_batch_size=2, max_new_tokens=8,
                                      max_prompt_tokens=512, max_context_tokens=640)
-    if args.legacy:
-        config = dataclasses.replace(config, gradient_checkpointing=False)
+    if args.legacy:  # checkpointing alone differs: the shared-prompt path (on without checkpointing) stays off
+        config = dataclasses.replace(config, gradient_checkpointing=False, shared_prefix=False)
     out = work / ("grpo-legacy" if args.legacy else "grpo")
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
