@@ -18,7 +18,8 @@ The variants run in rounds, each round in a rotated order (A-B-C-D, then B-C-D-A
 host's speed falls on every variant alike. Per variant it prints the median [min, max] over rounds of the update's
 seconds a step (``time_update_s``: forward and backward, the part these levers touch) and of the whole step, and
 each lever's ratio against its baseline measured in the same run: ``no_reference / reference``,
-``trimmed / untrimmed`` and ``shared_prompt / stock_prompt``. ``--dry-run`` runs it all on a tiny random model in seconds (a test runs that).
+``trimmed / untrimmed`` and ``shared_prompt / stock_prompt``. ``--dry-run`` runs it all on a tiny random model in
+seconds (a test runs that).
 """
 
 from __future__ import annotations
