@@ -179,4 +179,4 @@ def test_beyond_accept_rule_names_known_arms_and_notebook_09_shows_it():
     with pytest.raises(ValidationError, match="beyond.accept_rule"):
         parse_params(data, "smoke.yaml")
     src = (ROOT / "notebooks" / "09_beyond.py").read_text()
-    assert "accept_needs_offer=not P.evaluation.accept_needs_offer" in src and "accept_rule_table(" in src
+    assert "accept_needs_offer=not params.evaluation.accept_needs_offer" in src and "accept_rule_table(" in src
