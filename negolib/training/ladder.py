@@ -199,17 +199,17 @@ def ladder_tokenizer(actions: Sequence[str]) -> Any:
     return tok
 
 
-def save_initial_model(folder: str | Path, spec: RungSpec, seed: int) -> Path:
-    """Build the tiny Llama from a config (weights drawn from ``seed``) and save it with its tokenizer."""
+def save_tiny_llama(folder: str | Path, tok: Any, hidden: int, layers: int, max_positions: int, seed: int) -> Path:
+    """A tiny Llama built from a config for tokenizer ``tok`` (weights drawn from ``seed``, sampling on), saved
+    with ``tok`` into ``folder``."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    tok = ladder_tokenizer(action_texts(spec))
-    heads = max(1, spec.hidden // 16)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=2 * spec.hidden,
-                      num_hidden_layers=spec.layers, num_attention_heads=heads, num_key_value_heads=heads,
-                      max_position_embeddings=64, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    heads = max(1, hidden // 16)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                      max_position_embeddings=max_positions, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(cfg)
@@ -220,6 +220,11 @@ def save_initial_model(folder: str | Path, spec: RungSpec, seed: int) -> Path:
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+def save_initial_model(folder: str | Path, spec: RungSpec, seed: int) -> Path:
+    """Build the tiny Llama from a config (weights drawn from ``seed``) and save it with its tokenizer."""
+    return save_tiny_llama(folder, ladder_tokenizer(action_texts(spec)), spec.hidden, spec.layers, 64, seed)
 
 
 class AcceptingBuyer(Agent):
@@ -465,4 +470,4 @@ def run_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = Non
 
 __all__ = ["BUYER", "SABOTAGES", "AcceptingBuyer", "Gain", "RungResult", "RungSpec", "TrainedRung",
            "action_texts", "evaluate_arm", "evaluate_rung", "ladder_tokenizer", "level_terms", "paired_gain",
-           "run_rung", "rung_config", "save_initial_model", "train_rung"]
+           "run_rung", "rung_config", "save_initial_model", "save_tiny_llama", "train_rung"]

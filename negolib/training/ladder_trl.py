@@ -34,6 +34,7 @@ from negolib.training.ladder import (
     _zero_lr_callback,
     level_terms,
     paired_gain,
+    save_tiny_llama,
     weight_change,
 )
 
@@ -89,25 +90,7 @@ def tool_tokenizer(calls: Sequence[str]) -> Any:
 def save_tool_model(folder: str | Path, calls: Sequence[str], seed: int, hidden: int = 32, layers: int = 2) -> Path:
     """A tiny Llama built from a config (weights drawn from ``seed``) with :func:`tool_tokenizer` of ``calls``,
     saved into ``folder``."""
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
-    tok = tool_tokenizer(calls)
-    heads = max(1, hidden // 16)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=128,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      tie_word_embeddings=True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
-    model.generation_config = GenerationConfig(do_sample=True, eos_token_id=tok.eos_token_id,
-                                               pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_llama(folder, tool_tokenizer(calls), hidden, layers, 128, seed)
 
 
 def load_tool_model(folder: str | Path) -> tuple[Any, Any]:
