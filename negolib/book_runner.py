@@ -328,10 +328,9 @@ def run_book(params_path: str | Path, notebooks: Sequence[str] | None = None,
         peak = kernels_peak_gb()
         state["notebooks"][name] = {"status": "ok", "key": key, "deps": deps, "run_id": f"{time.time():.6f}",
                                     "duration_s": round(dt, 2), "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                    # this kernel's peak when it raised the children's high-water mark; else at
-                                    # most that mark (an earlier kernel of this process set it)
-                                    "peak_memory_gb": peak if peak and peak > peak_before else None,
-                                    "peak_memory_gb_at_most": peak}
+                                    # this kernel's peak when it raised the children's high-water mark (else an
+                                    # earlier kernel of this process holds the mark, and this one's is not known)
+                                    "peak_memory_gb": peak if peak and peak > peak_before else None}
         _save_state(state_path, state)
         runs.append(NotebookRun(name, "ok", dt, str(out_nb), budget_s=params.budgets.notebooks.get(name),
                                 peak_memory_gb=state["notebooks"][name]["peak_memory_gb"]))

@@ -31,6 +31,7 @@ class NegotiationGRPOTrainer(GRPOTrainer):
         self.train_config = train_config
         self.current_rows: list[dict[str, Any]] | None = None
         self._gathered_rewards = None
+        self.shared_prefix_calls = 0  # scorings that computed a group's shared prompt once
         super().__init__(*args, **kwargs)
 
     # -- schedule ---------------------------------------------------------------------------
