@@ -44,24 +44,24 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from negolib.analysis.arms import TABLE3_METRICS, TABLE4_METRICS, TABLE5_METRICS, Results, arm_estimates  # noqa: E402
-from negolib.analysis.contrasts import design_contrasts, held_out_contrasts, run_pairs, trained_pairs  # noqa: E402
-from negolib.analysis.cost import cost_by_arm  # noqa: E402
-from negolib.analysis.decomposition import decomposition  # noqa: E402
-from negolib.analysis.guards import guards_frame  # noqa: E402
-from negolib.analysis.resamplers import Analysis  # noqa: E402
-from negolib.analysis.training import training_summary  # noqa: E402
-from negolib.book import Book, open_book  # noqa: E402
-from negolib.cost import cost_frame  # noqa: E402
-from negolib.diagnostics import openings_table, sample_transcripts, style_table  # noqa: E402
-from negolib.efficiency import efficiency_frame, per_arm_efficiency  # noqa: E402
+from negolib.book.context import Book, open_book  # noqa: E402
+from negolib.core.transcripts import TranscriptStore, episodes_frame  # noqa: E402
 from negolib.games.multi_issue.domains import load_domains  # noqa: E402
 from negolib.games.multi_issue.env import EnvConfig  # noqa: E402
 from negolib.games.multi_issue.metrics import buyer_split  # noqa: E402
 from negolib.games.multi_issue.rollout import make_specs, run_episodes  # noqa: E402
 from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set  # noqa: E402
 from negolib.games.multi_issue.scripted import make_scripted  # noqa: E402
-from negolib.transcripts import TranscriptStore, episodes_frame  # noqa: E402
+from negolib.study.analysis.arms import TABLE3_METRICS, TABLE4_METRICS, TABLE5_METRICS, Results, arm_estimates  # noqa: E402
+from negolib.study.analysis.contrasts import design_contrasts, held_out_contrasts, run_pairs, trained_pairs  # noqa: E402
+from negolib.study.analysis.cost import cost_by_arm  # noqa: E402
+from negolib.study.analysis.decomposition import decomposition  # noqa: E402
+from negolib.study.analysis.guards import guards_frame  # noqa: E402
+from negolib.study.analysis.resamplers import Analysis  # noqa: E402
+from negolib.study.analysis.training import training_summary  # noqa: E402
+from negolib.study.cost import cost_frame  # noqa: E402
+from negolib.study.diagnostics import openings_table, sample_transcripts, style_table  # noqa: E402
+from negolib.study.efficiency import efficiency_frame, per_arm_efficiency  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "params" / "paper.yaml"
@@ -168,12 +168,17 @@ def run_analysis(book: Book, refine_resamples: int) -> tuple[dict[str, float], d
     """What notebooks 05-09 compute, stage by stage: (seconds per stage, the computed frames)."""
     import matplotlib.pyplot as plt
 
-    from negolib.analysis.beyond import scripted_baseline_contrasts, seeds_scaffold_arms
-    from negolib.report.appendix_b_c import figure3, heldout_table, table3, table4
-    from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style
-    from negolib.report.appendix_g_k import cost_table, mc_error_table, table7, table9
-    from negolib.report.beyond import efficiency_table, pareto_figure, scripted_baselines_table, seeds_scaffold_table
-    from negolib.report.results import (
+    from negolib.study.analysis.beyond import scripted_baseline_contrasts, seeds_scaffold_arms
+    from negolib.study.report.appendix_b_c import figure3, heldout_table, table3, table4
+    from negolib.study.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style
+    from negolib.study.report.appendix_g_k import cost_table, mc_error_table, table7, table9
+    from negolib.study.report.beyond import (
+        efficiency_table,
+        pareto_figure,
+        scripted_baselines_table,
+        seeds_scaffold_table,
+    )
+    from negolib.study.report.results import (
         figure2,
         frontier_table,
         openings_book_table,
@@ -181,7 +186,7 @@ def run_analysis(book: Book, refine_resamples: int) -> tuple[dict[str, float], d
         table1,
         table2,
     )
-    from negolib.report.training import training_table
+    from negolib.study.report.training import training_table
 
     P, paper = book.params, book.paper
     t: dict[str, float] = {}
@@ -279,9 +284,9 @@ def quoted_stage(book: Book, R: Results, records: list[dict[str, Any]], contrast
     difference (sections 5, B, C, E, K), the smaller diagnostics, the held-out extension trigger, the serving and
     hand-reading guards, and notebook 09's App. A limitation tables (the limitation arms themselves are not in this
     set: their tables are computed on what is there). Returns the report tables, saved."""
-    from negolib.analysis.beyond import fixed_opening_contrasts
-    from negolib.analysis.contrasts import held_out_extension_trigger
-    from negolib.analysis.limitations import (
+    from negolib.study.analysis.beyond import fixed_opening_contrasts
+    from negolib.study.analysis.contrasts import held_out_extension_trigger
+    from negolib.study.analysis.limitations import (
         buyer_panel,
         limitations_frame,
         lr_sweep,
@@ -290,9 +295,9 @@ def quoted_stage(book: Book, R: Results, records: list[dict[str, Any]], contrast
         seed_spread,
         trained_base_pairs,
     )
-    from negolib.analysis.limitations import self_play_split as limitation_self_play
-    from negolib.analysis.quoted import quoted_contrasts
-    from negolib.analysis.quoted_diagnostics import (
+    from negolib.study.analysis.limitations import self_play_split as limitation_self_play
+    from negolib.study.analysis.quoted import quoted_contrasts
+    from negolib.study.analysis.quoted_diagnostics import (
         deal_rate_by_domain,
         gain_shares,
         integrative_split,
@@ -302,11 +307,11 @@ def quoted_stage(book: Book, R: Results, records: list[dict[str, Any]], contrast
         self_play_split,
         walkaways,
     )
-    from negolib.analysis.serving import serving_frame
-    from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample
-    from negolib.report.appendix_b_c import extension_trigger_table
-    from negolib.report.appendix_d_e import template_tag_table
-    from negolib.report.beyond import (
+    from negolib.study.analysis.serving import serving_frame
+    from negolib.study.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample
+    from negolib.study.report.appendix_b_c import extension_trigger_table
+    from negolib.study.report.appendix_d_e import template_tag_table
+    from negolib.study.report.beyond import (
         buyer_panel_table,
         fixed_openings_table,
         limitations_table,
@@ -315,7 +320,7 @@ def quoted_stage(book: Book, R: Results, records: list[dict[str, Any]], contrast
         seed_spread_table,
         self_play_split_table,
     )
-    from negolib.report.quoted import (
+    from negolib.study.report.quoted import (
         deal_rate_domain_table,
         gain_shares_table,
         integrative_table,
@@ -367,10 +372,10 @@ def paper_checks_stage(book: Book, R: Results, records: list[dict[str, Any]], he
     guard, App. A's shares with intervals, countering turns in no-deal episodes, turn and placeholder totals, the
     largest adjacent-read movement, App. I's turn ranges, App. K's read-point validation (no training logs here),
     the held-out contrasts against the Monte Carlo band and Table 8's topology. Returns the report tables, saved."""
-    from negolib.analysis.read_points import adjacent_reads, held_out_mc_band, read_validation, turn_ranges
-    from negolib.analysis.serving import size_topology
-    from negolib.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, prose_guard, turn_totals
-    from negolib.report.paper_checks import (
+    from negolib.study.analysis.read_points import adjacent_reads, held_out_mc_band, read_validation, turn_ranges
+    from negolib.study.analysis.serving import size_topology
+    from negolib.study.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, prose_guard, turn_totals
+    from negolib.study.report.paper_checks import (
         adjacent_reads_table,
         app_a_shares_table,
         held_out_mc_table,

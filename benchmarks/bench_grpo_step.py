@@ -1,6 +1,6 @@
 """Benchmark: what a GRPO step of the matched lesson costs, and what each cheaper-step lever saves (issue 27, sec. 2).
 
-Variants, each a full GRPO step through the project's path (:func:`negolib.training.lesson.train_lesson`, TRL's
+Variants, each a full GRPO step through the project's path (:func:`negolib.study.lesson.train_lesson`, TRL's
 ``GRPOTrainer``), from the same start, on the same scenarios, with the same seed:
 
 * ``reference``: the KL term on (``kl_beta`` 0.04): TRL loads a reference model and runs its forward every step;
@@ -68,7 +68,7 @@ def run_variant(name: str, start: str, work: Path, lesson: Any, steps: int) -> l
     """``steps`` GRPO steps of the lesson under variant ``name``; the run log's timing per step."""
     import shutil
 
-    from negolib.training.lesson import train_lesson
+    from negolib.study.lesson import train_lesson
 
     out = work / f"run-{name}"
     shutil.rmtree(out, ignore_errors=True)

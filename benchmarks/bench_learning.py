@@ -9,7 +9,7 @@ except in ``--quick``)
 against a scripted buyer with a known exploitable rule, and the trained checkpoint and the warmed-up start are
 both loaded as ``hf`` arms through the agent factory and played on the same paired held-out scenarios.
 
-The buyer (:class:`negolib.training.ladder.AcceptingBuyer`, ``--min-valid-terms``: 2 in ``--quick``, 1 in the
+The buyer (:class:`negolib.study.ladder.AcceptingBuyer`, ``--min-valid-terms``: 2 in ``--quick``, 1 in the
 full preset) accepts the seller's opening COUNTER on its first turn when it names at least that many schema terms
 (in range); otherwise it asks again and, in one-round episodes, there is no deal (score -0.3). A COUNTER naming
 only off-schema terms, which changes nothing (the shortcut an earlier version of this rung learned), is therefore
@@ -18,13 +18,13 @@ gradient. The best play is one parseable opening that names the seller's ideal v
 term scores at its default, half its weight). By default the rung plays one domain, ``software_license``, whose
 four continuous terms the seller always wants high, so part of the optimum is the same in every scenario
 (``--domain`` another training domain). Episodes are one round, in the environment of the book's matched
-lesson (:mod:`negolib.training.lesson`: terms on an ACCEPT ignored), on the training scaffold, in both training
+lesson (:mod:`negolib.study.lesson`: terms on an ACCEPT ignored), on the training scaffold, in both training
 and evaluation.
 
 Evaluation: ``--eval-episodes`` scenarios on the reserved evaluation seeds (one seed each, of the rung's
 domain), the same for both arms, sampled with the same seeds (common random numbers: arms with identical
 weights play identical episodes). The gain is mean score S (trained) minus mean S (start), with a
-95% percentile cluster-bootstrap interval over seeds (:func:`negolib.training.lesson.lesson_result`, the book's
+95% percentile cluster-bootstrap interval over seeds (:func:`negolib.study.lesson.lesson_result`, the book's
 lesson statistics on negolib's ``ClusterResampler``). Printed last, one line::
 
     LEARNING: gain +x.xxx [lo, hi] over N paired episodes, T s
@@ -171,11 +171,11 @@ def lesson_config(s: Setting, lr: float | None = None) -> Any:
 
 def train(s: Setting, start: str, out: Path, progress: bool,
           lr: float | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """GRPO from ``start`` through the lesson's path (:func:`negolib.training.lesson.train_lesson`, which calls
+    """GRPO from ``start`` through the lesson's path (:func:`negolib.study.lesson.train_lesson`, which calls
     :func:`~negolib.training.grpo.build_run`); (final checkpoint, step log). Always trains afresh."""
     import shutil
 
-    from negolib.training.lesson import train_lesson
+    from negolib.study.lesson import train_lesson
 
     shutil.rmtree(out, ignore_errors=True)
     run = train_lesson(lesson_config(s, lr), start, out, seed=s.seed, progress=progress)
@@ -184,15 +184,15 @@ def train(s: Setting, start: str, out: Path, progress: bool,
 
 def eval_scenarios(s: Setting) -> list[Any]:
     """One scenario per reserved evaluation seed of the rung's domain (clusters = seeds)."""
-    from negolib.training.lesson import eval_scenarios as lesson_scenarios
+    from negolib.study.lesson import eval_scenarios as lesson_scenarios
 
     return lesson_scenarios(lesson_config(s))
 
 
 def evaluate_cached(weights: str, s: Setting, scenarios: list[Any], seed: int, path: Path) -> tuple[list[Any], bool]:
-    """The lesson's paired evaluation of ``weights`` (:func:`negolib.training.lesson.evaluate_lesson`), its records
+    """The lesson's paired evaluation of ``weights`` (:func:`negolib.study.lesson.evaluate_lesson`), its records
     kept in ``path``; (records, whether they came from there)."""
-    from negolib.training.lesson import evaluate_lesson
+    from negolib.study.lesson import evaluate_lesson
 
     cached = path.is_file()
     records = evaluate_lesson(weights, lesson_config(s), seed, path)
@@ -202,11 +202,11 @@ def evaluate_cached(weights: str, s: Setting, scenarios: list[Any], seed: int, p
 
 
 def _summary(records: list[dict[str, Any]]) -> dict[str, float]:
-    """The lesson's own per-arm summary (:meth:`negolib.training.lesson.Episodes.summary`) under this benchmark's
+    """The lesson's own per-arm summary (:meth:`negolib.study.lesson.Episodes.summary`) under this benchmark's
     JSON keys, plus the terms named in the opening and the error episodes."""
     import numpy as np
 
-    from negolib.training.lesson import Episodes
+    from negolib.study.lesson import Episodes
 
     d = Episodes.from_records(records).summary()
     named = [len((r["turns"][0].get("action") or {}).get("terms") or []) for r in records if r["turns"]]
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     import torch
 
-    from negolib.training.lesson import lesson_result
+    from negolib.study.lesson import lesson_result
 
     torch.set_num_threads(args.threads)
     preset = "dry" if args.dry_run else "quick" if args.quick else "full"

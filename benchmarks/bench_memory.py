@@ -84,9 +84,9 @@ def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import copy
 
     from negolib.agents.factory import ModelCache, local_agent
-    from negolib.evaluation import build_specs, protocol_from_params
     from negolib.games.multi_issue.rollout import run_episodes
     from negolib.params import load_params
+    from negolib.study.evaluation import build_specs, protocol_from_params
 
     params = load_params(ROOT / "params" / "default.yaml")
     spec = params.arms["smollm2_base"]
@@ -118,7 +118,7 @@ def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         agents[arm] = agent
         specs += [dataclasses.replace(s, arm=arm, seller=arm, config=config) for s in base]
     for b in protocol.buyers:
-        from negolib.training.runs import build_agent
+        from negolib.study.runs import build_agent
 
         agents[b] = build_agent(b, params.agent(b), 0, params=params)
     tokens: list[Any] = []
@@ -171,8 +171,8 @@ def grpo_step(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     from negolib.games.multi_issue.training import paper_task
     from negolib.params import load_params, train_config
+    from negolib.study.runs import build_agents
     from negolib.training.grpo import train
-    from negolib.training.runs import build_agents
 
     params = load_params(ROOT / "params" / "default.yaml")
     run = params.training.runs["smollm2_grpo"]

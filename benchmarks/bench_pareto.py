@@ -1,6 +1,6 @@
 """Benchmark: the exact Pareto frontier of a 10-issue scenario (the car domain) vs negmas on a grid.
 
-Times :func:`negolib.efficiency.pareto_frontier` (exact, continuous terms included) per scenario
+Times :func:`negolib.study.efficiency.pareto_frontier` (exact, continuous terms included) per scenario
 over many seeds, and the full oracle (frontier + Nash + Kalai) over the evaluation scenario set.
 Then, when negmas is importable (an optional AGPL oracle, never imported by negolib), times
 ``negmas.preferences.pareto_frontier`` on a grid of the same scenarios (each continuous term at
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from negolib.efficiency import Frontier, ScenarioOracle, issue_sets, pareto_frontier
 from negolib.games.multi_issue.domains import get_domain
 from negolib.games.multi_issue.scenarios import Scenario, evaluation_set, make_scenario
+from negolib.study.efficiency import Frontier, ScenarioOracle, issue_sets, pareto_frontier
 
 
 def grid_per_issue(scenario: Scenario, n_grid: int) -> list[np.ndarray]:

@@ -97,12 +97,12 @@ def run_scaffold(model: Any, tokenizer: Any, scaffold: str, args: argparse.Names
     """Batched engine vs one episode at a time with the seller on ``scaffold``; prints and returns
     both runs' rates, their ratios and the prefill/decode split."""
     from negolib.agents.hf_agent import GenerationStats, HFAgent
+    from negolib.core.sampling import SamplingConfig
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.prompts import render_messages
     from negolib.games.multi_issue.rollout import make_specs, play_one, run_episodes
     from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
-    from negolib.sampling import SamplingConfig
 
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, seed=0)
     cache = 0 if args.no_prefix_cache else 32_768

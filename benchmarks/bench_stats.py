@@ -20,8 +20,8 @@ import pandas as pd
 import scipy.stats
 
 from negolib.games.multi_issue.metrics import ARM_TABLE_METRICS, METRICS, buyer_split, synthetic_episodes
-from negolib.paired import cluster_sums, contrast_table, pair_episodes
 from negolib.stats import ClusterResampler
+from negolib.study.paired import cluster_sums, contrast_table, pair_episodes
 
 SIZES = ("2.3B", "4.5B", "12B", "31B")
 

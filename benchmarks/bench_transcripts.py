@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from negolib.core.transcripts import TranscriptStore
 from negolib.games.multi_issue.rollout import make_specs, run_episodes
 from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
-from negolib.transcripts import TranscriptStore
 
 
 def write_file(path: Path, n: int) -> int:

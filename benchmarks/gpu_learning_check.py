@@ -34,7 +34,7 @@ so a run stopped by its deadline keeps what finished) and a markdown snippet (``
     on the same ``--eval-seeds`` x ``--eval-domains`` x ``--eval-buyers`` paired episodes (default 64 x car x
     2 = 128 per arm: the book's LM-arm protocol at the paper's 64 seeds) on the evaluation scaffold with
     ``--eval-max-new-tokens``; the contrasts trained - start of S, deal rate and seller bad-parse rate with
-    the paired seed-cluster bootstrap (:func:`negolib.paired.paired_contrast`, ``--n-resamples``, seed
+    the paired seed-cluster bootstrap (:func:`negolib.study.paired.paired_contrast`, ``--n-resamples``, seed
     ``--seed``), and the relative weight change between the two checkpoints (0 would mean an arm served from
     the initial weights).
 
@@ -431,8 +431,8 @@ def _no_stop(agent: HFAgent) -> HFAgent:
 
 def phase_generation_ab(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     """Generated tokens/s of each path on the same prompts and budget (stops ignored)."""
+    from negolib.core.sampling import SamplingConfig
     from negolib.models import load_causal_lm
-    from negolib.sampling import SamplingConfig
 
     device, dtype = _device_dtype()
     model, tok = load_causal_lm(model_path, dtype=dtype, device=device)
@@ -555,8 +555,8 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
     import torch
     from transformers import TrainerCallback
 
+    from negolib.core.sampling import SamplingConfig
     from negolib.games.multi_issue.training import paper_task
-    from negolib.sampling import SamplingConfig
     from negolib.training.grpo import build_run
     from negolib.training.rollout import HFAgentGenerator
 
@@ -699,16 +699,16 @@ def _weight_change(a: str, b: str) -> float | None:
 
 def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict[str, Any]:
     """Both arms on the same paired episodes; per-arm means and the trained - start contrasts."""
+    from negolib.core.sampling import SamplingConfig
+    from negolib.core.transcripts import episodes_frame
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.prompts import render_messages
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
     from negolib.models import load_causal_lm
-    from negolib.paired import paired_contrast
-    from negolib.sampling import SamplingConfig
     from negolib.stats import ClusterResampler
-    from negolib.transcripts import episodes_frame
+    from negolib.study.paired import paired_contrast
 
     device, dtype = _device_dtype()
     buyers = {f"buyer_{b}": make_scripted(b, name=f"buyer_{b}", seed=args.seed) for b in _eval_buyers(args)}

@@ -1,7 +1,7 @@
 """An agent spec of a profile: one seller arm or buyer (:class:`AgentSpec`), the keys each backend takes, and the
 checks the loader and the agent builder share (:func:`spec_problems`, :func:`check_agent`), so that the two can
 never disagree. The profile loader (:mod:`negolib.params`) and the games' sections (:mod:`negolib.game_params`)
-build every agent spec through :func:`check_agent`; errors are :class:`~negolib.errors.ValidationError` naming the
+build every agent spec through :func:`check_agent`; errors are :class:`~negolib.core.errors.ValidationError` naming the
 file and the dotted field."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from negolib.agents.api_agent import RetryPolicy
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
+from negolib.core.sampling import Decoding
+from negolib.core.schema import build
 from negolib.games.multi_issue.scripted import STRATEGIES, strategy_param_problems
-from negolib.sampling import Decoding
-from negolib.schema import build
 
 Backend = Literal["scripted", "hf", "vllm", "trained", "openai", "anthropic", "fixed_opening"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
@@ -29,7 +29,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_KEYS = {"api_key", "apikey", "key", "token", "secret", "password", "authorization"}
 
-Sampling = Decoding  # an arm's decoding settings: one schema, :class:`negolib.sampling.Decoding`
+Sampling = Decoding  # an arm's decoding settings: one schema, :class:`negolib.core.sampling.Decoding`
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def spec_problems(spec: AgentSpec) -> list[tuple[str, str]]:
             check_opening(spec.opening or "")
         except ValueError as exc:
             out.append(("opening", str(exc)))
-    # the sampling values are checked when built (negolib.sampling.Decoding names the field)
+    # the sampling values are checked when built (negolib.core.sampling.Decoding names the field)
     if b == "anthropic" and spec.sampling.thinking:
         out.append(("sampling.thinking", "must be false: Anthropic arms run with thinking off (the paper's setting)"))
     for key in ("batch_size", "prompt_cap", "tensor_parallel", "max_concurrency"):

@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from negolib.errors import NegolibError
+from negolib.core.errors import NegolibError
 
 SUMMARY_METRICS = ("score", "deal_rate", "deal_utility", "welfare", "mean_turns", "bad_parse_rate",
                    "invalid_accept_rate")
@@ -80,11 +80,11 @@ def _print_summary(df) -> None:  # type: ignore[no-untyped-def]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from negolib.core.transcripts import RunSettings, TranscriptStore, episode_settings
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
-    from negolib.transcripts import RunSettings, TranscriptStore, episode_settings
 
     sellers, buyers = _csv(args.sellers), _csv(args.buyers)
     agents = {n: make_scripted(n, seed=args.agent_seed) for n in {*sellers, *buyers}}
@@ -110,7 +110,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from negolib.transcripts import TranscriptStore
+    from negolib.core.transcripts import TranscriptStore
 
     store = TranscriptStore(args.path)
     if not store.path.exists():
@@ -120,7 +120,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print(f"error: {args.path}: empty file (no records)", file=sys.stderr)
         return 2
     if args.protocol:
-        from negolib.evaluation import DeviationLog, evaluation_frame, load_protocol, protocol_hash
+        from negolib.study.evaluation import DeviationLog, evaluation_frame, load_protocol, protocol_hash
 
         protocol = load_protocol(args.protocol)
         df = evaluation_frame(store.records(mixed_protocols=True), protocol_hash(protocol),
@@ -135,14 +135,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from negolib.book_runner import run_book
+    from negolib.book.runner import run_book
 
     notebooks = _csv(args.notebooks) if args.notebooks else None
     result = run_book(args.params, notebooks=notebooks, output_dir=args.output_dir,
                       resume=not args.no_resume, progress=not args.no_progress)
     print(result)
     if not args.no_site:
-        from negolib.book_site import site_after_run
+        from negolib.book.site import site_after_run
 
         print(site_after_run(result.output_dir, f"negobook: {result.profile}", _description(args.params)))
     return 0 if getattr(result, "ok", True) else 1
@@ -155,7 +155,7 @@ def _description(params_path: str) -> str:
 
 
 def cmd_site(args: argparse.Namespace) -> int:
-    from negolib.book_site import SiteError, build_site
+    from negolib.book.site import SiteError, build_site
     from negolib.params import load_params
 
     params = load_params(args.params)
@@ -171,7 +171,7 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_handout(args: argparse.Namespace) -> int:
-    from negolib.handout import default_zip_path, make_handout
+    from negolib.book.handout import default_zip_path, make_handout
 
     notebooks = _csv(args.notebooks) if args.notebooks else None
     counts = make_handout(args.out, notebooks, write_zip=not args.no_zip)
@@ -186,7 +186,7 @@ def cmd_handout(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from negolib.agents.factory import ModelCache
     from negolib.params import load_params
-    from negolib.training.runs import train_run
+    from negolib.study.runs import train_run
 
     params = load_params(args.params)
     if args.output_dir:
@@ -209,9 +209,9 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from negolib.files import atomic_write_text
+    from negolib.core.files import atomic_write_text
     from negolib.games import get_game
-    from negolib.report.tournament import (
+    from negolib.study.report.tournament import (
         agent_summary_display,
         cross_table_display,
         cross_table_figure,
@@ -263,7 +263,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     """The results table (markdown, one row per run and contrast) from book runs' ``headline.json`` files."""
     from pathlib import Path
 
-    from negolib.headline import headline_markdown
+    from negolib.core.headline import headline_markdown
 
     missing = [p for p in args.paths if not Path(p).is_file()]
     if missing:

@@ -6,7 +6,7 @@ A section's recipes are the game's own classes (its GRPO recipe, the shared or t
 mapping overrides the game's defaults key by key (:func:`override`), a nested recipe over its current value. Every
 name a section gives is checked against the game's own lists (its scripted sellers, its buyer agents, its tiers or
 markets), and the evaluation's reserved seeds against the tournament's. Every problem is a
-:class:`~negolib.errors.ValidationError` naming the file and the dotted field
+:class:`~negolib.core.errors.ValidationError` naming the file and the dotted field
 (``games.bilateral.grpo.recipe.max_steps``), so notebooks 10-12 read checked values and check nothing themselves.
 """
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_type_hints
 
 from negolib.agent_spec import AgentSpec, check_agent
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
+from negolib.core.schema import Hook, build, convert
 from negolib.games import get_game
 from negolib.games.bilateral import scenarios as bilateral_scenarios
 from negolib.games.bilateral import training as bilateral_training
@@ -32,7 +33,6 @@ from negolib.games.multi_product import scenarios as multi_product_scenarios
 from negolib.games.multi_product import training as multi_product_training
 from negolib.games.multi_product.training import MultiProductGRPOConfig
 from negolib.games.sft import SFTConfig
-from negolib.schema import Hook, build, convert
 from negolib.training.config import TrainConfig
 
 GAME_LM_FORMS = ("hf", "openai", "anthropic")
@@ -159,7 +159,7 @@ class GamesParams:
 
 def override(base: Any, overrides: Any, source: str, where: str) -> Any:
     """``base`` (a dataclass instance: a game's recipe) with the mapping ``overrides`` applied: an unknown key, a
-    wrong type or a value the class refuses is a :class:`~negolib.errors.ValidationError` naming ``source`` and the
+    wrong type or a value the class refuses is a :class:`~negolib.core.errors.ValidationError` naming ``source`` and the
     dotted field under ``where``. A nested dataclass takes nested overrides over its current value; a
     :class:`~negolib.training.config.TrainConfig` goes through its own
     :meth:`~negolib.training.config.TrainConfig.from_params`."""

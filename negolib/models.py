@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from negolib.chat_template import derive_turn_tags
+from negolib.core.chat_template import derive_turn_tags
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
 GEMMA3_NAME = "gemma3-270m"

@@ -3,7 +3,7 @@
 A profile (``params/smoke.yaml``, ``params/default.yaml``, ``params/paper.yaml``) names the arms
 (sellers), the buyers, the evaluation scenario set, the training runs, the statistics settings,
 the price table and the time budgets. :func:`load_params` validates it against the dataclasses
-below: an unknown key or a wrong type is a :class:`~negolib.errors.ValidationError` naming the
+below: an unknown key or a wrong type is a :class:`~negolib.core.errors.ValidationError` naming the
 file, the dotted field and the allowed keys or types. API keys never appear in a profile: API
 agents name the *environment variable* that holds the key (``api_key_env``).
 
@@ -47,8 +47,9 @@ from negolib.agent_spec import (
     opening_source,
     spec_problems,
 )
-from negolib.errors import ValidationError
-from negolib.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
+from negolib.core.errors import ValidationError
+from negolib.core.files import DuplicateKeyError, StrictLoader, load_yaml, load_yaml_extending
+from negolib.core.schema import convert, type_name
 from negolib.game_params import (
     GAME_LM_FORMS,
     BilateralGameParams,
@@ -62,7 +63,6 @@ from negolib.game_params import (
 )
 from negolib.params_checks import check_profile, train_config, warmup_config
 from negolib.profile_genius import GeniusSource, check_genius
-from negolib.schema import convert, type_name
 from negolib.training.config import LessonConfig
 
 PaperSize = Literal["E2B", "E4B", "12B", "31B"]
@@ -71,7 +71,8 @@ NOTEBOOKS: tuple[str, ...] = (
     "07_appendix_d_e", "08_appendix_g_k", "09_beyond", "10_bilateral_trade",
     "11_multi_buyer", "12_multi_product",
 )
-"""The book's notebooks in order (:mod:`negolib.book` runs them; a profile's ``budgets.notebooks`` names them)."""
+"""The book's notebooks in order (:mod:`negolib.book.context` runs them; a profile's ``budgets.notebooks`` names
+them)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ class EvaluationParams:
     ``held_out_domain`` names the held-out domain of the analysis; it is required only when more
     than one evaluated domain is flagged ``held_out`` in its file. ``held_out_extension``: run App. C's
     prespecified extension (double the held-out panel on the next block of evaluation seeds) when its trigger
-    fires on the main evaluation (:func:`negolib.evaluation.run_held_out_extension`); it needs a held-out domain.
+    fires on the main evaluation (:func:`negolib.study.evaluation.run_held_out_extension`); it needs a held-out domain.
     ``accept_needs_offer``: the ACCEPT rule of the evaluation and, unless a run's ``config`` sets its own, of
     training. False is the paper's (any ACCEPT closes the deal on the current ledger, §3); True is ours (an ACCEPT
     closes only when the counterpart's last turn parsed as a COUNTER, else it is an invalid action counted as a bad
@@ -146,7 +147,7 @@ class StatisticsParams:
     ``refine`` (ours, beyond the paper; off by default): re-run at ``refine_resamples`` every design contrast whose
     interval endpoint lies within three Monte Carlo SEs of 0. The paper re-ran only the two App. K contrasts whose
     lower bound sat inside its 10^4 Monte Carlo band; those are re-run at ``refine_resamples`` either way
-    (:mod:`negolib.analysis.quoted`)."""
+    (:mod:`negolib.study.analysis.quoted`)."""
 
     n_resamples: int = 10_000
     seed: int = 0
@@ -292,7 +293,7 @@ class Params:
 
     def game(self, name: str, by: str) -> Any:
         """The section ``games.<name>`` (a game's :mod:`negolib.game_params` section); a
-        :class:`~negolib.errors.ValidationError` naming it when the profile has none (``by``: who needs it)."""
+        :class:`~negolib.core.errors.ValidationError` naming it when the profile has none (``by``: who needs it)."""
         section = getattr(self.games, name, None)
         if section is None:
             raise ValidationError(self.source, f"games.{name}", f"is required by {by} (see params/smoke.yaml)")
@@ -313,7 +314,7 @@ class Params:
 # ---------------------------------------------------------------------------------------------
 
 def _convert(value: Any, tp: Any, source: str, where: str) -> Any:
-    """:func:`negolib.schema.convert` with a profile's rules: an agent spec anywhere gets the checks of arms and
+    """:func:`negolib.core.schema.convert` with a profile's rules: an agent spec anywhere gets the checks of arms and
     buyers (:func:`check_agent`); ``source`` and ``root`` are never read from the file."""
     return convert(value, tp, source, where, hooks=_HOOKS, reserved=_RESERVED)
 

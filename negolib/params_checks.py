@@ -1,6 +1,6 @@
 """A loaded profile's cross-field checks: what one section says about another (arms and buyers named where they
 are used, held-out domains, budgets, training runs and their checkpoints, the lesson, the games' sections), each a
-:class:`~negolib.errors.ValidationError` naming the profile file and the dotted field. :func:`check_profile` runs
+:class:`~negolib.core.errors.ValidationError` naming the profile file and the dotted field. :func:`check_profile` runs
 them all; :mod:`negolib.params` calls it after typing the file. Also the two recipes a training run derives from
 its profile section (:func:`train_config`, :func:`warmup_config`)."""
 
@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from negolib.agent_spec import opening_source
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.game_params import check_games, check_unique
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.scripted import STRATEGIES

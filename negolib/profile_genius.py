@@ -10,7 +10,7 @@ path resolves against the profile's folder)::
         trip: {path: scenarios/trip.yaml, seller_profile: party_b.xml, discount: false}
 
 :func:`check_genius` (a schema hook of :mod:`negolib.params`) loads each scenario when the profile loads, so a
-missing path or a broken scenario is a :class:`~negolib.errors.ValidationError` naming the profile and the dotted
+missing path or a broken scenario is a :class:`~negolib.core.errors.ValidationError` naming the profile and the dotted
 field (``evaluation.genius.laptop.path``); :func:`check_genius_names` refuses a name that is a shipped domain's;
 :func:`imported_scenarios` gives the scenarios by name (each domain renamed to its name in the profile), which the
 evaluation protocol plays at every evaluation seed (:func:`negolib.games.multi_issue.scenarios.scenario_set`). The
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.imported import load_imported, parse_scenario, scenario_dict
 from negolib.games.multi_issue.scenarios import Scenario

@@ -1,6 +1,6 @@
 """The seed-cluster bootstrap [paper §4 "Paired evaluation", App. K]: resampling, ratio statistics,
 percentile intervals, p-values, Holm and the minimum detectable effect. It imports no game: any game's per-cluster
-sums go in (the paper's paired contrasts of arms over its episode tables are :mod:`negolib.paired`).
+sums go in (the paper's paired contrasts of arms over its episode tables are :mod:`negolib.study.paired`).
 
 Shapes: ``G`` clusters (evaluation seeds), ``B`` resamples, ``T`` ratio terms of a statistic.
 

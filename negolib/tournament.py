@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from negolib.files import locked_append
+from negolib.core.files import locked_append
+from negolib.core.progress import ProgressBar as tqdm
 from negolib.games.base import Game
 from negolib.games.matches import (
     MATCHES_FILE,
@@ -35,7 +36,6 @@ from negolib.games.matches import (
     read_matches,
     run_lock,
 )
-from negolib.progress import ProgressBar as tqdm
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 
 ELO_SCALE = 400.0 / math.log(10.0)

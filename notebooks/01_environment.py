@@ -41,12 +41,12 @@
 import pandas as pd
 from IPython.display import Markdown, display
 
-from negolib.book import open_book
+from negolib.book.context import open_book
+from negolib.book.widgets import BuyerSession, EpisodeExplorer
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.env import EnvConfig, reward
-from negolib.report.booktable import simple_table
-from negolib.report.environment import domain_table, domains_overview, figure1
-from negolib.widgets import BuyerSession, EpisodeExplorer
+from negolib.study.report.booktable import simple_table
+from negolib.study.report.environment import domain_table, domains_overview, figure1
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -200,7 +200,7 @@ print(f"S = {ex1_S:.4f}; {ex1_bad} bad parse(s) in {len(ex1_seller)} seller turn
       f"r = {ex1_reward:.4f}")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 
 ex1_S, ex1_reward = expect(globals(), "ex1_S", "ex1_reward", exercise="1.1")
 assert abs(ex1_S - ex1_episode.outcome.score) < 1e-9,\
@@ -219,7 +219,7 @@ print("exercise 1.1: correct")
 # e.g. a subclass of `TimeDependentAgent`, not the library's `HardHeadedAgent`) whose mean score S
 # beats Boulware's against the linear buyer. The check plays both on the same paired scenario set (24
 # evaluation seeds x 9 domains) and asks that the 95% interval of the paired seed-cluster bootstrap
-# (`negolib.paired.paired_contrast`) of your seller minus Boulware lies above 0. A good answer says
+# (`negolib.study.paired.paired_contrast`) of your seller minus Boulware lies above 0. A good answer says
 # why it wins (hint: what is any deal above the reservation value worth, in the last turn, compared
 # with no deal?).
 
@@ -245,13 +245,13 @@ ex2_seller = LastCallBoulware("last_call_boulware", e=0.2)
 
 # %% tags=["check"]
 from negolib.agents.base import Agent
-from negolib.exercises import expect
+from negolib.book.exercises import expect
+from negolib.core.transcripts import episodes_frame
 from negolib.games.multi_issue.rollout import make_specs, run_episodes
 from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_issue.scripted import HardHeadedAgent, make_scripted
-from negolib.paired import paired_contrast
 from negolib.stats import ClusterResampler
-from negolib.transcripts import episodes_frame
+from negolib.study.paired import paired_contrast
 
 ex2_seller = expect(globals(), "ex2_seller", exercise="1.2")
 assert isinstance(ex2_seller, Agent) and not isinstance(ex2_seller, HardHeadedAgent),\

@@ -25,11 +25,11 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.book import open_book
+from negolib.book.context import open_book
 from negolib.params import train_config
-from negolib.report.booktable import simple_table
-from negolib.report.setup import arm_matrix, recipe_table, sampling_table, scenario_set_table, table8
-from negolib.training.runs import describe_models
+from negolib.study.report.booktable import simple_table
+from negolib.study.report.setup import arm_matrix, recipe_table, sampling_table, scenario_set_table, table8
+from negolib.study.runs import describe_models
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -136,9 +136,9 @@ ex21_counts["episodes_total"] = ((len(ex21_P.arms) - ex21_n_lm) * ex21_counts["s
 print(ex21_counts)
 
 # %% tags=["check"]
-from negolib.analysis.design import scenario_set_counts
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.params import load_params
+from negolib.study.analysis.design import scenario_set_counts
 
 ex21_counts = expect(globals(), "ex21_counts", exercise="2.1")
 ex21_ref = scenario_set_counts(load_params("../params/default.yaml")).set_index("quantity")
@@ -174,7 +174,7 @@ ex22_gen_share = 2 * ex22_n * ex22_d_gen / ex22_flops
 print(f"C = {ex22_flops:.3e} FLOPs, {ex22_gen_share:.1%} of it in generation")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.training.flops import step_flops
 
 ex22_flops, ex22_gen_share = expect(globals(), "ex22_flops", "ex22_gen_share", exercise="2.2")

@@ -34,13 +34,13 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import ModelCache
-from negolib.analysis.training import training_summary
-from negolib.book import open_book
-from negolib.diagnostics import rolling_step_means, training_step_spread
-from negolib.report.booktable import simple_table
-from negolib.report.training import ladder_curves, ladder_table, training_curves, training_table
-from negolib.training.runs import train_run
-from negolib.transcripts import TranscriptStore
+from negolib.book.context import open_book
+from negolib.core.transcripts import TranscriptStore
+from negolib.study.analysis.training import training_summary
+from negolib.study.diagnostics import rolling_step_means, training_step_spread
+from negolib.study.report.booktable import simple_table
+from negolib.study.report.training import ladder_curves, ladder_table, training_curves, training_table
+from negolib.study.runs import train_run
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -64,8 +64,8 @@ print(f"profile {params.profile!r}: {len(runs)} training run(s):",
 # %%
 lesson = params.lesson
 if lesson is not None:
-    from negolib.report.lesson import preregistration_table
-    from negolib.training.lesson import preregister
+    from negolib.study.lesson import preregister
+    from negolib.study.report.lesson import preregistration_table
 
     prereg = preregister(lesson, params.statistics.alpha)
     print("PRE-REGISTERED (before training):", *prereg.lines(), sep="\n  ")
@@ -77,7 +77,7 @@ else:
 # ## Does GRPO learn? The learning ladder's CI rung
 # Everything below trusts one claim: this GRPO path makes a policy better. Wiring bugs in RL
 # harnesses can silently turn training into a no-op, so before the book's own run we train a case
-# whose answer is known. The *rung* (`negolib.training.ladder`) builds a tiny Llama from a config
+# whose answer is known. The *rung* (`negolib.study.ladder`) builds a tiny Llama from a config
 # and trains it through the project's real path (`build_run`: TRL's `GRPOTrainer`, the multi-turn
 # `rollout_func`, `env_mask`, the leave-one-out advantage, the k3 KL term) on a one-turn counter:
 # each of its few action tokens is a whole COUNTER at one concession level, the buyer accepts any
@@ -104,7 +104,7 @@ else:
 
 # %%
 if importlib.util.find_spec("torch") and importlib.util.find_spec("trl"):
-    from negolib.training.ladder import SABOTAGES, evaluate_rung, train_rung
+    from negolib.study.ladder import SABOTAGES, evaluate_rung, train_rung
 
     t0 = time.perf_counter()
     trained = train_rung(book.paths.ladder / "rung", seed=params.seed)
@@ -258,8 +258,7 @@ display(book.save_table(training_table(training_summary(logs, vals), paper)))
 
 # %%
 if lesson is not None and importlib.util.find_spec("trl"):
-    from negolib.report.lesson import decomposition_table, lesson_figure, lesson_table, side_by_side
-    from negolib.training.lesson import (
+    from negolib.study.lesson import (
         evaluate_lesson,
         lesson_headline,
         lesson_key,
@@ -267,7 +266,8 @@ if lesson is not None and importlib.util.find_spec("trl"):
         opening_text,
         train_lesson,
     )
-    from negolib.training.runs import training_run_dir, warmup_dir
+    from negolib.study.report.lesson import decomposition_table, lesson_figure, lesson_table, side_by_side
+    from negolib.study.runs import training_run_dir, warmup_dir
 
     t0 = time.perf_counter()
     start_seed = params.training.runs[lesson.start_run].seeds[0]
@@ -351,7 +351,7 @@ print(np.round(ex31_adv, 3))
 # %% tags=["check"]
 import numpy as np
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.training.advantages import loo_advantages
 
 ex31_adv = np.asarray(expect(globals(), "ex31_adv", exercise="3.1"), dtype=float)
@@ -417,7 +417,7 @@ ex32_rewards = ex32_out["episode_reward"]
 print(ex32_seen, ex32_rewards)
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 
 ex32_seen, ex32_rewards = expect(globals(), "ex32_seen", "ex32_rewards", exercise="3.2")
 assert [list(s) for s in ex32_seen] == [["price", "40", "warranty", "12", "<eot>", "ACCEPT", "<eot>"], []],\

@@ -32,11 +32,12 @@ import pandas as pd
 from IPython.display import display
 
 from negolib.agents.factory import ModelCache
-from negolib.analysis.contrasts import extension_fires
-from negolib.analysis.serving import serving_frame
-from negolib.book import open_book, summarize_warnings
-from negolib.cost import dry_run
-from negolib.evaluation import (
+from negolib.book.context import open_book, summarize_warnings
+from negolib.core.transcripts import TranscriptStore
+from negolib.study.analysis.contrasts import extension_fires
+from negolib.study.analysis.serving import serving_frame
+from negolib.study.cost import dry_run
+from negolib.study.evaluation import (
     DeviationLog,
     build_specs,
     evaluate_arms,
@@ -46,10 +47,9 @@ from negolib.evaluation import (
     run_held_out_extension,
     short_hash,
 )
-from negolib.report.booktable import simple_table
-from negolib.report.evaluation import pilot_gate_table, prompt_cap_table
-from negolib.training.runs import build_agents
-from negolib.transcripts import TranscriptStore
+from negolib.study.report.booktable import simple_table
+from negolib.study.report.evaluation import pilot_gate_table, prompt_cap_table
+from negolib.study.runs import build_agents
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -87,7 +87,7 @@ print("arms evaluated now:", ", ".join(ready))
 # %% [markdown]
 # ## Dry run: expected API calls and cost (App. G)
 # Only API-served parties are billed; the estimate uses the paper-derived default of ~10 turns per
-# episode and ~1.7k input / 235 output tokens per call (`negolib.cost`).
+# episode and ~1.7k input / 235 output tokens per call (`negolib.study.cost`).
 
 # %%
 store = TranscriptStore(book.paths.transcripts)
@@ -192,7 +192,7 @@ if not log.empty:
 # `ex41_estimate`, `ex41_ci` (a pair) and `ex41_dist` (the 2,000 resampled contrasts). A good answer
 # resamples whole seeds (every episode of a drawn seed, in both arms at once: the pairing), weights
 # each seed by its episodes (S is a ratio of sums) and uses numpy's default (linear) quantile: it
-# then agrees with `negolib.paired.paired_contrast` to rounding.
+# then agrees with `negolib.study.paired.paired_contrast` to rounding.
 
 # %% tags=["exercise"]
 import numpy as np
@@ -232,9 +232,9 @@ print(f"trained - base: {ex41_estimate:+.4f}, 95% CI [{ex41_ci[0]:+.4f}, {ex41_c
 # %% tags=["check"]
 import numpy as np
 
-from negolib.exercises import expect
-from negolib.paired import paired_contrast
+from negolib.book.exercises import expect
 from negolib.stats import ClusterResampler
+from negolib.study.paired import paired_contrast
 
 ex41_estimate, ex41_ci, ex41_dist = expect(globals(), "ex41_estimate", "ex41_ci", "ex41_dist", exercise="4.1")
 ex41_c = paired_contrast(ex41_df, "trained", "base", "score", ClusterResampler.from_frame(ex41_df, 2000, seed=0))
@@ -291,7 +291,7 @@ ex42_cluster_coverage = ex42_hits["cluster"] / ex42_n_datasets
 print(f"coverage of a nominal 95% interval: episodes {ex42_naive_coverage:.0%}, seeds {ex42_cluster_coverage:.0%}")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 
 ex42_naive_coverage, ex42_cluster_coverage, ex42_n_datasets = expect(
     globals(), "ex42_naive_coverage", "ex42_cluster_coverage", "ex42_n_datasets", exercise="4.2")
@@ -346,7 +346,7 @@ print(ex43_bad[0]["raw"])  # single quotes: Python's repr of a dict, not JSON
 ex43_cause = "bad_json"
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 
 ex43_cause, ex43_first_bad_turn, ex43_bad_seller_turns = expect(
     globals(), "ex43_cause", "ex43_first_bad_turn", "ex43_bad_seller_turns", exercise="4.3")

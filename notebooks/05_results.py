@@ -29,24 +29,24 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.analysis.contrasts import trained_pairs
-from negolib.analysis.decomposition import decomposition
-from negolib.analysis.quoted import quoted_contrasts
-from negolib.analysis.quoted_diagnostics import gain_shares, integrative_split, late_close_change, self_play_split
-from negolib.analysis.read_points import adjacent_reads
-from negolib.book import open_book
-from negolib.diagnostics import openings_table
-from negolib.formatting import fmt_ci, fmt_p
+from negolib.book.context import open_book
+from negolib.core.formatting import fmt_ci, fmt_p
 from negolib.profile_genius import imported_scenarios
-from negolib.report.paper_checks import adjacent_reads_table
-from negolib.report.quoted import (
+from negolib.study.analysis.contrasts import trained_pairs
+from negolib.study.analysis.decomposition import decomposition
+from negolib.study.analysis.quoted import quoted_contrasts
+from negolib.study.analysis.quoted_diagnostics import gain_shares, integrative_split, late_close_change, self_play_split
+from negolib.study.analysis.read_points import adjacent_reads
+from negolib.study.diagnostics import openings_table
+from negolib.study.report.paper_checks import adjacent_reads_table
+from negolib.study.report.quoted import (
     gain_shares_table,
     integrative_table,
     late_close_table,
     quoted_table,
     self_play_table,
 )
-from negolib.report.results import (
+from negolib.study.report.results import (
     figure2,
     frontier_table,
     openings_book_table,
@@ -239,7 +239,7 @@ for name, p, a, s in zip(ex51_family, ex51_p, ex51_adjusted, ex51_significant):
 # %% tags=["check"]
 import numpy as np
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.stats import holm
 
 ex51_adjusted, ex51_significant = expect(globals(), "ex51_adjusted", "ex51_significant", exercise="5.1")
@@ -264,7 +264,7 @@ print("exercise 5.1: correct")
 # the sorted seeds, both gains on each resample: `ex52_estimate`, `ex52_ci` (a pair). Then the
 # interval you would get by treating the two gains as independent, `ex52_naive_ci`: the estimate
 # plus or minus 1.96 times the square root of the sum of the two gains' bootstrap variances. A good
-# answer matches `negolib.paired.contrast_difference` of the two `paired_contrast`s (one
+# answer matches `negolib.study.paired.contrast_difference` of the two `paired_contrast`s (one
 # `ClusterResampler` shared), notes that only one of the two intervals excludes zero, and explains why
 # the naive interval is wider here (what do the two gains share on a seed?).
 
@@ -314,9 +314,9 @@ print(f"gain difference {ex52_estimate:+.4f}, 95% CI [{ex52_ci[0]:+.4f}, {ex52_c
 # %% tags=["check"]
 import numpy as np
 
-from negolib.exercises import expect
-from negolib.paired import contrast_difference, paired_contrast
+from negolib.book.exercises import expect
 from negolib.stats import ClusterResampler
+from negolib.study.paired import contrast_difference, paired_contrast
 
 ex52_estimate, ex52_ci, ex52_naive_ci = expect(globals(), "ex52_estimate", "ex52_ci", "ex52_naive_ci",
                                                exercise="5.2")

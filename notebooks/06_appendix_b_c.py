@@ -26,12 +26,12 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.analysis.contrasts import held_out_contrasts, held_out_extension_trigger, trained_pairs
-from negolib.analysis.quoted import quoted_contrasts
-from negolib.analysis.quoted_diagnostics import deal_rate_by_domain
-from negolib.analysis.read_points import held_out_mc_band
-from negolib.book import open_book
-from negolib.report.appendix_b_c import (
+from negolib.book.context import open_book
+from negolib.study.analysis.contrasts import held_out_contrasts, held_out_extension_trigger, trained_pairs
+from negolib.study.analysis.quoted import quoted_contrasts
+from negolib.study.analysis.quoted_diagnostics import deal_rate_by_domain
+from negolib.study.analysis.read_points import held_out_mc_band
+from negolib.study.report.appendix_b_c import (
     extension_panel_table,
     extension_trigger_table,
     figure3,
@@ -39,8 +39,8 @@ from negolib.report.appendix_b_c import (
     table3,
     table4,
 )
-from negolib.report.paper_checks import held_out_mc_table
-from negolib.report.quoted import deal_rate_domain_table, quoted_table
+from negolib.study.report.paper_checks import held_out_mc_table
+from negolib.study.report.quoted import deal_rate_domain_table, quoted_table
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -201,7 +201,7 @@ ex61_breakeven = (ex61_S["base"] + ex61_lambda) / (ex61_deal_utility["trained"] 
 print(f"the trained arm would need a deal rate of {ex61_breakeven:.3f} to match base's S")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games.multi_issue.metrics import get_metric, metric_value
 
 ex61_deal_rate, ex61_deal_utility, ex61_S, ex61_breakeven = expect(
@@ -225,7 +225,7 @@ print("exercise 6.1: correct")
 # %% [markdown]
 # ### Exercise 6.2: the held-out panel, and how many seeds it needs
 # Below, a synthetic table of two arms on 16 evaluation seeds x 9 domains (one buyer); `car` is the
-# held-out domain. With `negolib.paired.paired_contrast` (2,000 seed-cluster resamples, seed 0) compute
+# held-out domain. With `negolib.study.paired.paired_contrast` (2,000 seed-cluster resamples, seed 0) compute
 # the gain trained - base pooled over every domain and on the held-out domain alone:
 # `ex62_pooled_ci` and `ex62_held_ci` (pairs), and `ex62_held_estimate`. Say whether App. C's
 # prespecified extension would fire, `ex62_trigger` (a bool: the held-out interval straddles zero).
@@ -256,8 +256,8 @@ ex62_df.head()
 # Exercise 6.2: pooled and held-out paired gains, the extension trigger, and the seeds a +-0.03 panel needs.
 import math
 
-from negolib.paired import paired_contrast
 from negolib.stats import ClusterResampler
+from negolib.study.paired import paired_contrast
 
 ex62_res = ClusterResampler.from_frame(ex62_df, 2000, seed=0)
 ex62_pooled = paired_contrast(ex62_df, "trained", "base", "score", ex62_res)
@@ -275,9 +275,9 @@ print(f"pooled {ex62_pooled.estimate:+.4f} [{ex62_pooled.ci_low:+.4f}, {ex62_poo
 # %% tags=["check"]
 import math
 
-from negolib.exercises import expect
-from negolib.paired import paired_contrast
+from negolib.book.exercises import expect
 from negolib.stats import ClusterResampler
+from negolib.study.paired import paired_contrast
 
 ex62_pooled_ci, ex62_held_ci, ex62_held_estimate, ex62_trigger, ex62_seeds_needed = expect(
     globals(), "ex62_pooled_ci", "ex62_held_ci", "ex62_held_estimate", "ex62_trigger", "ex62_seeds_needed",

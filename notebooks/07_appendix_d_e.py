@@ -29,29 +29,35 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.analysis.arms import arm_estimates
-from negolib.analysis.guards import guard_comparators, guards_frame
-from negolib.analysis.quoted import quoted_contrasts
-from negolib.analysis.quoted_diagnostics import kl_at_read, off_schema_ledger_share, walkaways
-from negolib.analysis.read_points import turn_ranges
-from negolib.analysis.serving import serving_frame
-from negolib.analysis.training import training_summary
-from negolib.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, prose_guard, turn_totals
-from negolib.book import open_book
-from negolib.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
+from negolib.book.context import open_book
 from negolib.games.multi_issue.domains import load_domains
 from negolib.profile_genius import imported_scenarios
-from negolib.report.appendix_d_e import guards_table, style_diag_table, table5, table6_from_style, template_tag_table
-from negolib.report.paper_checks import (
+from negolib.study.analysis.arms import arm_estimates
+from negolib.study.analysis.guards import guard_comparators, guards_frame
+from negolib.study.analysis.quoted import quoted_contrasts
+from negolib.study.analysis.quoted_diagnostics import kl_at_read, off_schema_ledger_share, walkaways
+from negolib.study.analysis.read_points import turn_ranges
+from negolib.study.analysis.serving import serving_frame
+from negolib.study.analysis.training import training_summary
+from negolib.study.analysis.transcript_checks import APP_A_METRICS, nodeal_counters, prose_guard, turn_totals
+from negolib.study.diagnostics import HAND_READ_PER_FAMILY, hand_read_sample, style_table
+from negolib.study.report.appendix_d_e import (
+    guards_table,
+    style_diag_table,
+    table5,
+    table6_from_style,
+    template_tag_table,
+)
+from negolib.study.report.paper_checks import (
     app_a_shares_table,
     nodeal_counter_table,
     prose_guard_table,
     turn_ranges_table,
     turn_totals_table,
 )
-from negolib.report.quoted import kl_read_table, off_schema_ledger_table, quoted_table, walkaway_table
-from negolib.report.training import training_table
-from negolib.training.runs import describe_models
+from negolib.study.report.quoted import kl_read_table, off_schema_ledger_table, quoted_table, walkaway_table
+from negolib.study.report.training import training_table
+from negolib.study.runs import describe_models
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -232,7 +238,7 @@ if not trained:
 # `invalid_accept_rate` (each rises by at most 0.01) and `mean_turns` (below the cap of 24). A rate
 # per seller turn is the arm's total count over its total seller turns (a ratio of sums, as every
 # metric of `negolib.games.multi_issue.metrics`), not the mean of per-episode rates. A good answer matches
-# `negolib.diagnostics.guards_table` and says which guard the short episodes would fail under the
+# `negolib.study.diagnostics.guards_table` and says which guard the short episodes would fail under the
 # other reading.
 
 # %% tags=["exercise"]
@@ -281,8 +287,8 @@ for k, v in ex71_delta.items():
 print(f"trained mean turns {ex71_mean_turns:.2f}; passed: {ex71_passed}")
 
 # %% tags=["check"]
-from negolib.diagnostics import guards_table
-from negolib.exercises import expect
+from negolib.book.exercises import expect
+from negolib.study.diagnostics import guards_table
 
 ex71_delta, ex71_mean_turns, ex71_passed = expect(globals(), "ex71_delta", "ex71_mean_turns", "ex71_passed",
                                                   exercise="7.1")
@@ -337,7 +343,7 @@ print(f"exact KL {ex72_exact:.5f}; mean k1 {ex72_k1.mean():.5f} (sd {ex72_k1.std
 import numpy as np
 from scipy.stats import entropy
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 
 ex72_exact, ex72_k3, ex72_k1 = expect(globals(), "ex72_exact", "ex72_k3", "ex72_k1", exercise="7.2")
 assert abs(ex72_exact - entropy(ex72_pi, ex72_ref)) < 1e-12,\

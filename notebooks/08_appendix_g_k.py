@@ -27,22 +27,22 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.analysis.contrasts import trained_pairs
-from negolib.analysis.cost import cost_by_arm
-from negolib.analysis.decomposition import decomposition
-from negolib.analysis.quoted import quoted_contrasts
-from negolib.analysis.read_points import read_validation
-from negolib.analysis.serving import size_topology
-from negolib.book import open_book
-from negolib.cost import cost_frame
-from negolib.diagnostics import openings_table
-from negolib.evaluation import DeviationLog, PilotLog, check_protocol_hashes, load_protocol, protocol_hash
+from negolib.book.context import open_book
 from negolib.profile_genius import imported_scenarios
-from negolib.report.appendix_g_k import cost_table, mc_error_table, table7, table9
-from negolib.report.booktable import simple_table
-from negolib.report.paper_checks import read_validation_table, topology_table
-from negolib.report.quoted import rerun_table
-from negolib.training.runs import describe_models
+from negolib.study.analysis.contrasts import trained_pairs
+from negolib.study.analysis.cost import cost_by_arm
+from negolib.study.analysis.decomposition import decomposition
+from negolib.study.analysis.quoted import quoted_contrasts
+from negolib.study.analysis.read_points import read_validation
+from negolib.study.analysis.serving import size_topology
+from negolib.study.cost import cost_frame
+from negolib.study.diagnostics import openings_table
+from negolib.study.evaluation import DeviationLog, PilotLog, check_protocol_hashes, load_protocol, protocol_hash
+from negolib.study.report.appendix_g_k import cost_table, mc_error_table, table7, table9
+from negolib.study.report.booktable import simple_table
+from negolib.study.report.paper_checks import read_validation_table, topology_table
+from negolib.study.report.quoted import rerun_table
+from negolib.study.runs import describe_models
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -163,7 +163,7 @@ display(book.save_table(table9(split, opens, params, paper)))
 # the buyer is an API model in the first two and a scripted buyer (never billed) in the third. Compute
 # the USD each episode cost, both sides together, `ex81_usd` (a list of three), and the share of the
 # three episodes' total cost that paid for *input* tokens, `ex81_input_share`. A good answer bills each
-# party at its own model's prices, leaves the scripted party out, matches `negolib.cost.cost_frame`,
+# party at its own model's prices, leaves the scripted party out, matches `negolib.study.cost.cost_frame`,
 # and says why input dominates although output tokens cost several times more each (what does every
 # turn's prompt contain?).
 
@@ -204,8 +204,8 @@ print(f"USD per episode: {[round(u, 5) for u in ex81_usd]}; input tokens paid {e
 # %% tags=["check"]
 import numpy as np
 
-from negolib.cost import cost_frame
-from negolib.exercises import expect
+from negolib.book.exercises import expect
+from negolib.study.cost import cost_frame
 
 ex81_usd, ex81_input_share = expect(globals(), "ex81_usd", "ex81_input_share", exercise="8.1")
 ex81_truth = cost_frame(ex81_records, ex81_prices, ex81_models)
@@ -258,7 +258,7 @@ import math
 
 import numpy as np
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.stats import summarize
 
 ex82_ci, ex82_se, ex82_b_needed = expect(globals(), "ex82_ci", "ex82_se", "ex82_b_needed", exercise="8.2")

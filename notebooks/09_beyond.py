@@ -45,15 +45,18 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import display
 
-from negolib.analysis.beyond import (
+from negolib.book.context import open_book
+from negolib.params import load_params
+from negolib.profile_genius import imported_scenarios
+from negolib.study.analysis.beyond import (
     accept_rule_contrasts,
     fixed_opening_contrasts,
     scripted_baseline_contrasts,
     seeds_scaffold_arms,
     turn_order_contrasts,
 )
-from negolib.analysis.contrasts import run_pairs
-from negolib.analysis.limitations import (
+from negolib.study.analysis.contrasts import run_pairs
+from negolib.study.analysis.limitations import (
     buyer_panel,
     limitations_frame,
     lr_sweep,
@@ -63,13 +66,10 @@ from negolib.analysis.limitations import (
     self_play_split,
     trained_base_pairs,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.book import open_book
-from negolib.diagnostics import openings_table
-from negolib.efficiency import efficiency_frame, per_arm_efficiency
-from negolib.params import load_params
-from negolib.profile_genius import imported_scenarios
-from negolib.report.beyond import (
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.diagnostics import openings_table
+from negolib.study.efficiency import efficiency_frame, per_arm_efficiency
+from negolib.study.report.beyond import (
     accept_rule_table,
     accept_terms_table,
     buyer_panel_table,
@@ -264,7 +264,7 @@ display(book.save_table(matched_flops_table(flops, params, paper)))
 # `ex91_pareto` (a set of indices: no other contract is at least as good for both parties and better
 # for one), and which contract is the Nash bargaining solution among them, `ex91_nash` (an index: the
 # largest product of the two parties' gains over the disagreement point, among contracts that give
-# both a positive gain). A good answer matches `negolib.efficiency` (`pareto_indices`, and
+# both a positive gain). A good answer matches `negolib.study.efficiency` (`pareto_indices`, and
 # `nash_point` of the frontier the contracts span), notes that the buyer's favourite Pareto-optimal
 # contract cannot be the Nash point here, and says why two contracts of equal joint welfare need not
 # tie for it.
@@ -287,8 +287,8 @@ print(f"Pareto-optimal: {sorted(ex91_pareto)}; Nash: contract {ex91_nash} {tuple
 # %% tags=["check"]
 import numpy as np
 
-from negolib.efficiency import frontier_from_sets, nash_point, pareto_indices
-from negolib.exercises import expect
+from negolib.book.exercises import expect
+from negolib.study.efficiency import frontier_from_sets, nash_point, pareto_indices
 
 ex91_pareto, ex91_nash = expect(globals(), "ex91_pareto", "ex91_nash", exercise="9.1")
 ex91_true = {int(i) for i in pareto_indices(ex91_contracts)}
@@ -336,7 +336,7 @@ ex92_small_step = next(i + 1 for i, c in enumerate(ex92_cumulative("small")) if 
 print(f"large model, 4 steps: {ex92_budget:.3e} FLOPs; the small model reaches them at step {ex92_small_step}")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.training.flops import flops_from_log
 
 ex92_budget, ex92_small_step = expect(globals(), "ex92_budget", "ex92_small_step", exercise="9.2")

@@ -43,13 +43,13 @@ import time
 from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
-from negolib.book import open_book, summarize_warnings
-from negolib.formatting import fmt_last_run
+from negolib.book.context import open_book, summarize_warnings
+from negolib.core.formatting import fmt_last_run
 from negolib.games import get_game
 from negolib.games.bilateral import study
 from negolib.games.training import grpo_line, grpo_log, run_stages
-from negolib.report import tournament as tournament_report
-from negolib.report.booktable import BookTable
+from negolib.study.report import tournament as tournament_report
+from negolib.study.report.booktable import BookTable
 from negolib.tournament import agent_summary, cross_table, ratings, run_tournament
 
 t_start = time.perf_counter()
@@ -232,7 +232,7 @@ print(f"deal rate {ex101_deal_rate:.3f}, surplus share {ex101_share:.4f} over {l
       f"gains realised {ex101_gains:.4f}")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games.bilateral.metrics import tier_metrics
 from negolib.games.bilateral.play import play_episodes
 from negolib.games.bilateral.scenarios import eval_seeds, scenario_set
@@ -262,7 +262,7 @@ print("exercise 10.1: correct")
 # Write a seller `ex102_seller` (a `negolib.games.bilateral.scripted.ScriptedBargainer`, e.g. a subclass
 # of `TimeDependentAgent`) whose mean surplus share (the game's payoff: 0 without a deal) beats
 # Boulware's against the linear buyer. The check plays both on the same 200 scenarios of the $1k tier
-# and asks that the 95% interval of the paired seed-cluster bootstrap (`negolib.paired.paired_contrast`)
+# and asks that the 95% interval of the paired seed-cluster bootstrap (`negolib.study.paired.paired_contrast`)
 # of your seller minus Boulware lies above 0. A good answer says what the seller learns from the
 # buyer's offers and why its last offer is still accepted.
 
@@ -291,12 +291,12 @@ ex102_seller = DeadlineSeller("deadline", e=0.2)
 # %% tags=["check"]
 import pandas as pd
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games import get_game
 from negolib.games.bilateral.scenarios import eval_seeds, scenario_set
 from negolib.games.bilateral.scripted import ScriptedBargainer, make_scripted
-from negolib.paired import paired_contrast
 from negolib.stats import ClusterResampler
+from negolib.study.paired import paired_contrast
 
 ex102_seller = expect(globals(), "ex102_seller", exercise="10.2")
 assert isinstance(ex102_seller, ScriptedBargainer), \

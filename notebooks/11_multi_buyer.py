@@ -45,8 +45,8 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
-from negolib.book import open_book, summarize_warnings
-from negolib.formatting import fmt_last_run
+from negolib.book.context import open_book, summarize_warnings
+from negolib.core.formatting import fmt_last_run
 from negolib.games import get_game
 from negolib.games.multi_buyer import study
 from negolib.games.training import grpo_line, grpo_log, run_stages
@@ -221,7 +221,7 @@ print(f"best {ex111_best:.2f}; {len(ex111_sales)} sale(s): normalised surplus {e
       f"{ex111_top}")
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games import get_game
 from negolib.games.multi_buyer.buyers import ScriptedBuyers
 from negolib.games.multi_buyer.metrics import outcome_row
@@ -254,7 +254,7 @@ print("exercise 11.1: correct")
 # above its bid and comes down to it by the last turn. Its mean normalised surplus against the
 # scripted buyer pool must beat greedy's: the check plays both on the same 100 scenarios of the
 # `base` market and asks that the 95% interval of the paired seed-cluster bootstrap
-# (`negolib.paired.paired_contrast`) of yours minus greedy lies above 0. A good answer says what the
+# (`negolib.study.paired.paired_contrast`) of yours minus greedy lies above 0. A good answer says what the
 # probing turns cost and why they pay here (how many seller turns are there for four buyers?).
 
 # %% tags=["solution"]
@@ -281,12 +281,12 @@ ex112_seller = ProbeThenCommit("probe_then_commit")
 # %% tags=["check"]
 import pandas as pd
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games import get_game
 from negolib.games.multi_buyer.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_buyer.sellers import SELLERS, ScriptedSeller, make_seller
-from negolib.paired import paired_contrast
 from negolib.stats import ClusterResampler
+from negolib.study.paired import paired_contrast
 
 ex112_seller = expect(globals(), "ex112_seller", exercise="11.2")
 assert isinstance(ex112_seller, ScriptedSeller) and type(ex112_seller) not in set(SELLERS.values()), \

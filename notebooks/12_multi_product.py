@@ -48,8 +48,8 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 
 from negolib.agents.factory import local_folder, sampling_config
-from negolib.book import open_book, summarize_warnings
-from negolib.formatting import fmt_last_run
+from negolib.book.context import open_book, summarize_warnings
+from negolib.core.formatting import fmt_last_run
 from negolib.games import get_game
 from negolib.games.multi_product import study
 from negolib.games.training import grpo_line, grpo_log, run_stages
@@ -227,7 +227,7 @@ print(f"optimal: {sorted(ex121_pairs)}, welfare {ex121_welfare:.2f}; greedy: wel
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games.multi_product.oracle import greedy_assignment
 from negolib.games.multi_product.scenarios import MarketConfig, make_scenario
 
@@ -295,7 +295,7 @@ ex122_bad = {
 ex122_offers = {0: (1, 0, 123.45), 3: (2, 1, 80.0)}  # the fence and the blank line are tolerated, and so is '$'
 
 # %% tags=["check"]
-from negolib.exercises import expect
+from negolib.book.exercises import expect
 from negolib.games.multi_product.protocol import parse_message
 
 ex122_bad, ex122_offers = expect(globals(), "ex122_bad", "ex122_offers", exercise="12.2")

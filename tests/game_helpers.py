@@ -96,7 +96,7 @@ class PlanGenerator:
         self.tok, self.tags, self.plan, self.calls = tok, tags, plan, 0
 
     def generate(self, contexts: list[Any], budgets: Any) -> list[Any]:
-        from negolib.chat_template import encode_text
+        from negolib.core.chat_template import encode_text
         from negolib.training.rollout import Generation
 
         text = self.plan[min(self.calls, len(self.plan) - 1)]
@@ -125,7 +125,7 @@ def play_api_seller(monkeypatch: Any, game: Any, api: str, responder: Any, faili
 
 def check_failed_request(game: Any, record: dict[str, Any]) -> None:
     """``record`` failed on a 401 whose echoed key was redacted, and scores as invalid."""
-    from negolib.secrets import REDACTED
+    from negolib.core.secrets import REDACTED
 
     assert record["status"] == "error" and "401" in record["error"] and REDACTED in record["error"]
     assert not game.payoffs(record).valid

@@ -13,11 +13,11 @@ from typing import Any
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-from negolib.analysis.arms import arm_estimates
-from negolib.analysis.resamplers import Analysis
 from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.paper import load_paper_reported
 from negolib.params import BeyondParams, load_params
+from negolib.study.analysis.arms import arm_estimates
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.paper import load_paper_reported
 
 ROOT = Path(__file__).resolve().parent.parent
 ESTIMATED = ("score", "score_held_out", "deal_rate", "mean_turns", "bad_parse_rate", "deal_utility", "welfare",
@@ -65,11 +65,11 @@ def assert_tidy(frame: pd.DataFrame, identifiers: Iterable[str] = ()) -> None:
 def played() -> tuple[list[dict[str, Any]], pd.DataFrame]:
     """(records, episode table) of three scripted sellers against two scripted buyers on six seeds of every
     domain (played here: real ledgers, so the decomposition and the guards have terms to split)."""
+    from negolib.core.transcripts import episodes_frame
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
-    from negolib.transcripts import episodes_frame
 
     sellers, buyers = ["boulware", "conceder", "tit_for_tat"], ["linear", "hardliner"]
     agents = {n: make_scripted(n) for n in sellers + buyers}

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.errors import ValidationError
-from negolib.evaluation import Protocol, protocol_from_dict, protocol_from_params, protocol_hash, protocol_to_dict
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.prompts import render_messages, system_message
 from negolib.games.multi_issue.training import env_config
 from negolib.params import load_params, parse_params, train_config
+from negolib.study.evaluation import Protocol, protocol_from_dict, protocol_from_params, protocol_hash, protocol_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,8 +121,8 @@ def test_prompt_rule_matches_what_the_environment_does(car_scenario):
 
 def test_variant_of_the_other_rule_is_played_and_logged(tmp_path):
     """A beyond-paper variant replays sellers under the other ACCEPT rule (a logged deviation, the beyond store)."""
-    from negolib.book import open_book
-    from negolib.evaluation import freeze
+    from negolib.book.context import open_book
+    from negolib.study.evaluation import freeze
 
     B = open_book(ROOT / "params" / "smoke.yaml", tmp_path)
     freeze(protocol_from_params(B.params, arms=["boulware"]), B.paths.protocol)
@@ -146,13 +146,13 @@ class _AcceptAtOnce(Agent):
 
 
 def test_accept_rule_contrasts_show_what_the_rule_changes(car_scenario, tmp_path):
-    from negolib.analysis.beyond import accept_rule_contrasts
-    from negolib.analysis.resamplers import Analysis
+    from negolib.core.transcripts import episodes_frame
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
-    from negolib.report.beyond import accept_rule_table
-    from negolib.transcripts import episodes_frame
+    from negolib.study.analysis.beyond import accept_rule_contrasts
+    from negolib.study.analysis.resamplers import Analysis
+    from negolib.study.report.beyond import accept_rule_table
 
     agents = {"s": _AcceptAtOnce(), "b": make_scripted("linear")}
     scen = scenario_set(eval_seeds(6), ["car", "job_offer"])

@@ -6,7 +6,9 @@ from pathlib import Path
 
 from paper_frames import ESTIMATED, assert_tidy, paper_setup
 
-from negolib.analysis.arms import (
+from negolib.games.multi_issue.metrics import synthetic_episodes
+from negolib.params import load_params
+from negolib.study.analysis.arms import (
     ESTIMATE_COLUMNS,
     TABLE3_METRICS,
     TABLE4_METRICS,
@@ -15,9 +17,7 @@ from negolib.analysis.arms import (
     compute_results,
     point_estimates,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.params import load_params
+from negolib.study.analysis.resamplers import Analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 

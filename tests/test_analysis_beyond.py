@@ -6,8 +6,10 @@ from pathlib import Path
 
 from paper_frames import assert_tidy
 
-from negolib.analysis.arms import compute_results
-from negolib.analysis.beyond import (
+from negolib.games.multi_issue.metrics import synthetic_episodes
+from negolib.params import load_params
+from negolib.study.analysis.arms import compute_results
+from negolib.study.analysis.beyond import (
     fixed_opening_contrasts,
     fixed_opening_pairs,
     own_opening_pairs,
@@ -16,9 +18,7 @@ from negolib.analysis.beyond import (
     turn_order_contrasts,
     variant_base,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.params import load_params
+from negolib.study.analysis.resamplers import Analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 

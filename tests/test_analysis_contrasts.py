@@ -1,21 +1,21 @@
 """Paired contrasts of an analysis: numeric frames, the Holm family once over every seed group, and the
-same numbers (and, with the report's display columns, the same table) as negolib.paired.contrast_table."""
+same numbers (and, with the report's display columns, the same table) as negolib.study.paired.contrast_table."""
 
 from __future__ import annotations
 
 import pandas as pd
 from paper_frames import assert_tidy, paper_setup
 
-from negolib.analysis.contrasts import (
+from negolib.study.analysis.contrasts import (
     design_contrasts,
     design_pairs,
     held_out_contrasts,
     run_pairs,
     trained_pairs,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.paired import contrast_table
-from negolib.report.cells import contrast_data
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.paired import contrast_table
+from negolib.study.report.cells import contrast_data
 
 
 def test_design_contrasts_mark_the_primary_family():
@@ -55,7 +55,7 @@ def test_contrast_frames_are_numeric():
 
 def test_with_its_display_columns_a_contrast_frame_is_stats_contrast_table():
     """What the book saves as ``*_data.csv`` (the report's display columns put back) is, column for column,
-    the table negolib.paired.contrast_table builds on the same resamples (exploratory and primary)."""
+    the table negolib.study.paired.contrast_table builds on the same resamples (exploratory and primary)."""
     p, _, an, _ = paper_setup()
     pairs = design_pairs(p)[:6]
     primary = [pairs[0], pairs[2]]
@@ -94,7 +94,7 @@ def test_held_out_contrasts_are_the_design_contrasts_on_the_held_out_domain():
 
 def test_held_out_table_carries_no_holm_marks():
     """A strong held-out gain on a primary pair is marked ``e`` (exploratory), not ``*``."""
-    from negolib.report.appendix_b_c import heldout_table
+    from negolib.study.report.appendix_b_c import heldout_table
 
     p, paper, an, _ = paper_setup()
     a, b = p.statistics.primary[0]

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from paper_frames import assert_tidy
 
-from negolib.analysis.cost import BILLING, cost_by_arm
 from negolib.params import load_params
+from negolib.study.analysis.cost import BILLING, cost_by_arm
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from paper_frames import assert_tidy, played
 
-from negolib.analysis.decomposition import DECOMP_METRICS, decomposition
-from negolib.analysis.resamplers import Analysis
-from negolib.diagnostics import decomposition_columns, decomposition_table
-from negolib.report.cells import decomposition_data
+from negolib.study.analysis.decomposition import DECOMP_METRICS, decomposition
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.diagnostics import decomposition_columns, decomposition_table
+from negolib.study.report.cells import decomposition_data
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from paper_frames import assert_tidy
 
-from negolib.analysis.design import SCENARIO_QUANTITIES, scenario_set_counts
 from negolib.params import load_params
+from negolib.study.analysis.design import SCENARIO_QUANTITIES, scenario_set_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 

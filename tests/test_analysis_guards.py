@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 from paper_frames import assert_tidy, played
 
-from negolib.analysis.guards import guards_frame
-from negolib.analysis.resamplers import Analysis
+from negolib.study.analysis.guards import guards_frame
+from negolib.study.analysis.resamplers import Analysis
 
 
 def test_guards_frame_is_numeric_with_paired_intervals():
@@ -38,7 +38,7 @@ def _profile(name: str):
 def test_the_starting_policy_of_each_trained_arm():
     """Default: GRPO started from the format warm-up (its run's step 0), the warm-up from the raw base; smoke the
     same (though its primary pairs GRPO with the base); paper: no warm-up, so the base, through continuations."""
-    from negolib.analysis.guards import starting_policy
+    from negolib.study.analysis.guards import starting_policy
 
     d = _profile("default")
     assert starting_policy(d, "smollm2_grpo") == "smollm2_warmup"
@@ -61,7 +61,7 @@ def _warmup_study() -> pd.DataFrame:
 
 
 def test_guards_compare_with_the_starting_policy_so_the_deal_rate_guard_can_fail():
-    from negolib.analysis.guards import STARTING_POLICY, guard_comparators
+    from negolib.study.analysis.guards import STARTING_POLICY, guard_comparators
 
     d = _profile("default")
     an = Analysis(_warmup_study(), n_resamples=200, seed=0)
@@ -78,7 +78,7 @@ def test_guards_compare_with_the_starting_policy_so_the_deal_rate_guard_can_fail
 
 
 def test_guards_fall_back_to_the_base_when_the_starting_policy_was_not_evaluated():
-    from negolib.analysis.guards import BASE_FALLBACK, GIVEN, guard_comparators
+    from negolib.study.analysis.guards import BASE_FALLBACK, GIVEN, guard_comparators
 
     d = _profile("default")
     df = _warmup_study()

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 from paper_frames import assert_tidy
 
-from negolib.analysis.beyond import turn_order_contrasts
-from negolib.analysis.limitations import (
+from negolib.games.multi_issue.metrics import synthetic_episodes
+from negolib.params import load_params
+from negolib.study.analysis.beyond import turn_order_contrasts
+from negolib.study.analysis.limitations import (
     LIMITATIONS,
     NO_RUN,
     PAPER_ONLY,
@@ -27,10 +29,8 @@ from negolib.analysis.limitations import (
     self_play_split,
     trained_base_pairs,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.params import load_params
-from negolib.report.beyond import (
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.report.beyond import (
     accept_terms_table,
     buyer_panel_table,
     limitations_table,
@@ -126,7 +126,7 @@ def test_self_play_split_known_answer(profiles, tmp_path):
     assert_tidy(sp, identifiers=("arm", "buyer"))
     paper = load_params(ROOT / "params" / "paper.yaml")
     assert same_agent(paper.arms["sonnet5"], paper.buyers["buyer_sonnet5"])
-    from negolib.paper import load_paper_reported
+    from negolib.study.paper import load_paper_reported
 
     rep = load_paper_reported(paper.paper_reported_path)
     sp2 = pd.DataFrame([{"arm": "sonnet5", "buyer": "buyer_sonnet5", "self_play": True, "estimate": 0.5,
@@ -173,7 +173,7 @@ def test_lr_sweep_known_answer(profiles, tmp_path):
 
 
 def load_paper_reported_of(p):
-    from negolib.paper import load_paper_reported
+    from negolib.study.paper import load_paper_reported
 
     return load_paper_reported(p.paper_reported_path)
 
@@ -207,16 +207,16 @@ def test_matched_flops_known_answer(profiles, tmp_path):
 def test_accept_terms_and_extra_buyer_variants_play(tmp_path, profiles):
     """The variants run through the book (logged deviations, the beyond store): scripted parties never attach terms
     to an accept, so applying them changes nothing (ΔS exactly 0); the extra buyer is met by the variant only."""
-    from negolib.book import open_book
-    from negolib.evaluation import freeze, protocol_from_params
+    from negolib.book.context import open_book
+    from negolib.study.evaluation import freeze, protocol_from_params
 
     B = open_book(ROOT / "params" / "smoke.yaml", tmp_path)
     freeze(protocol_from_params(B.params, arms=["boulware"]), B.paths.protocol)
     acc = B.evaluate_variant(["boulware"], "seller", ".accept_terms", accept_applies_terms=True)
     ext = B.evaluate_variant(["boulware"], "seller", ".extra_buyers", buyers=["buyer_tit_for_tat"])
     assert acc == ["boulware.accept_terms"] and ext == ["boulware.extra_buyers"]
-    from negolib.evaluation import evaluate_arms, load_protocol
-    from negolib.training.runs import build_agents
+    from negolib.study.evaluation import evaluate_arms, load_protocol
+    from negolib.study.runs import build_agents
 
     protocol = load_protocol(B.paths.protocol)
     evaluate_arms(protocol, build_agents(B.params, ["boulware", *protocol.buyers]), B.paths.transcripts,

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from paper_frames import ROOT, assert_tidy, paper_setup
 
-from negolib.analysis.contrasts import extension_fires, held_out_contrasts, held_out_extension_trigger, run_pairs
-from negolib.analysis.quoted import QUOTED, quoted_contrasts, resolve
-from negolib.analysis.resamplers import Analysis
 from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.paired import contrast_difference, paired_contrast
 from negolib.params import load_params
 from negolib.stats import ClusterResampler
+from negolib.study.analysis.contrasts import extension_fires, held_out_contrasts, held_out_extension_trigger, run_pairs
+from negolib.study.analysis.quoted import QUOTED, quoted_contrasts, resolve
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.paired import contrast_difference, paired_contrast
 
 EFFECTS = {"e2b_base": 0.40, "e2b_shared_104": 0.41, "e2b_shared_64": 0.405, "e2b_lr3_56": 0.44,
            "e2b_lr10_56": 0.45, "e4b_base": 0.43, "e4b_shared_104": 0.46, "e4b_shared_56": 0.44,

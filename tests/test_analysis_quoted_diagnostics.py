@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 from paper_frames import assert_tidy, paper_setup
 
-from negolib.analysis.quoted_diagnostics import (
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.metrics import synthetic_episodes
+from negolib.study.analysis.quoted_diagnostics import (
     deal_rate_by_domain,
     gain_shares,
     integrative_split,
@@ -21,9 +23,7 @@ from negolib.analysis.quoted_diagnostics import (
     self_play_split,
     walkaways,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.games.multi_issue.domains import load_domains
-from negolib.games.multi_issue.metrics import synthetic_episodes
+from negolib.study.analysis.resamplers import Analysis
 
 
 def two_arms(n_seeds: int = 6, domains=("car",), buyers=("b",)) -> pd.DataFrame:

@@ -1,5 +1,5 @@
-"""Known answers for the read-point analyses (negolib.analysis.read_points) and Table 8's topology
-(negolib.analysis.serving.size_topology), on the paper profile's design with hand-built numbers."""
+"""Known answers for the read-point analyses (negolib.study.analysis.read_points) and Table 8's topology
+(negolib.study.analysis.serving.size_topology), on the paper profile's design with hand-built numbers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ import math
 import pandas as pd
 from paper_frames import paper_setup
 
-from negolib.analysis.read_points import adjacent_reads, held_out_mc_band, read_validation, shared_reads, turn_ranges
-from negolib.analysis.serving import size_topology
+from negolib.study.analysis.read_points import (
+    adjacent_reads,
+    held_out_mc_band,
+    read_validation,
+    shared_reads,
+    turn_ranges,
+)
+from negolib.study.analysis.serving import size_topology
 
 
 def _est(metric: str, values: dict[str, float]) -> pd.DataFrame:

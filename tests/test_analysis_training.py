@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from paper_frames import assert_tidy
 
-from negolib.analysis.training import size_compute, training_summary
+from negolib.study.analysis.training import size_compute, training_summary
 from negolib.training.flops import flops_from_log
 
 

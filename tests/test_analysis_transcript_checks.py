@@ -1,4 +1,4 @@
-"""Known answers for the per-arm transcript counts of App. A, E and K (negolib.analysis.transcript_checks)."""
+"""Known answers for the per-arm transcript counts of App. A, E and K (negolib.study.analysis.transcript_checks)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from negolib.analysis.transcript_checks import nodeal_counters, prose_guard, turn_totals
+from negolib.study.analysis.transcript_checks import nodeal_counters, prose_guard, turn_totals
 
 
 def _turn(role: str, prose: str, action: str | None = "COUNTER") -> dict:

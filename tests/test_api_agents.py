@@ -21,15 +21,15 @@ from servers import DEFAULT_TURN, ChatReply, ChatServer, Fault, LocalModelRespon
 from negolib.agents.anthropic_agent import AnthropicAgent, to_messages_api
 from negolib.agents.api_agent import RetryPolicy, as_sampling_config, classify_error
 from negolib.agents.openai_agent import OpenAIAgent
-from negolib.cost import cost_frame, dry_run, price_table
+from negolib.core.sampling import Decoding, SamplingConfig, SamplingDriftWarning
+from negolib.core.secrets import REDACTED, MissingKeyError
+from negolib.core.transcripts import TranscriptStore
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.rollout import make_specs, run_episodes
 from negolib.games.multi_issue.scenarios import scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
-from negolib.sampling import Decoding, SamplingConfig, SamplingDriftWarning
-from negolib.secrets import REDACTED, MissingKeyError
-from negolib.transcripts import TranscriptStore
+from negolib.study.cost import cost_frame, dry_run, price_table
 
 SENTINEL = "sk-test-SENTINEL-7f3a9c2e5b1d4086aa"
 FAST = RetryPolicy(max_retries=8, base_delay_s=0.01, max_delay_s=0.05, timeout_s=2.0)  # more retries: the

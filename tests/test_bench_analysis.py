@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from negolib.transcripts import TranscriptStore
+from negolib.core.transcripts import TranscriptStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE_ARMS = {"e2b_base", "e2b_shared_104", "e2b_lr3_56", "e4b_base", "e4b_shared_104", "sonnet5", "terra"}

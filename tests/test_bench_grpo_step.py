@@ -30,8 +30,8 @@ def test_dry_run_times_every_variant_and_prints_the_ratios(tmp_path):
 
 
 def test_a_recipe_may_not_change_the_lessons_task(tmp_path):
+    from negolib.study.lesson import train_lesson
     from negolib.training.config import LessonConfig
-    from negolib.training.lesson import train_lesson
 
     with pytest.raises(ValueError, match="task"):
         train_lesson(LessonConfig(start_run="x"), tmp_path, tmp_path / "o", recipe={"max_rounds": 3})

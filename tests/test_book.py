@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from negolib.book import BookPaths, BuyerSession, EpisodeExplorer, open_book
-from negolib.book_runner import BookError, resolve_notebooks, run_book
+from negolib.book.context import BookPaths, BuyerSession, EpisodeExplorer, open_book
+from negolib.book.runner import BookError, resolve_notebooks, run_book
 from negolib.params import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ output_dir: str = ""
 GOOD = HEADER + PARAMS + """
 # %%
 from pathlib import Path
-from negolib.book import open_book
+from negolib.book.context import open_book
 B = open_book(params_path, output_dir or None)
 (B.paths.tables / "marker.md").write_text(B.params.profile)
 """
@@ -96,7 +96,7 @@ def test_runner_records_each_kernels_peak_memory(tmp_path):
     hold = "\nheld = bytearray(600 * 2**20)\nheld[::4096] = b'x' * len(held[::4096])\n"  # touch every page
     (nbs / "02_setup.py").write_text(GOOD + hold)
     out = tmp_path / "out"
-    code = ("import json, sys; from negolib.book_runner import run_book; "
+    code = ("import json, sys; from negolib.book.runner import run_book; "
             f"r = run_book({str(SMOKE)!r}, output_dir={str(out)!r}, folder={str(nbs)!r}, progress=False); "
             "print(json.dumps([r.ok, [x.peak_memory_gb for x in r.runs], str(r)]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -211,8 +211,8 @@ def test_book_refuses_records_of_another_protocol(tmp_path):
     once the frozen protocol exists (not only by the evaluation runner)."""
     import dataclasses
 
-    from negolib.evaluation import ProtocolError, evaluate_arms, freeze, protocol_from_params
-    from negolib.training.runs import build_agents
+    from negolib.study.evaluation import ProtocolError, evaluate_arms, freeze, protocol_from_params
+    from negolib.study.runs import build_agents
 
     b = open_book(SMOKE, tmp_path / "o")
     proto = protocol_from_params(b.params, arms=["boulware"])

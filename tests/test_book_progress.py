@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from negolib.book_progress import CellStatus, running_cell
-from negolib.book_runner import ensure_kernel, execute_notebook
+from negolib.book.progress import CellStatus, running_cell
+from negolib.book.runner import ensure_kernel, execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "smoke.yaml"
@@ -70,13 +70,13 @@ def test_a_long_cell_reports_while_it_runs(tmp_path):
 
 
 def test_a_cell_whose_bars_are_widgets_shows_what_the_library_reported(tmp_path):
-    """The kernel's library calls report through negolib.progress (a notebook's tqdm bars are widgets the saved
+    """The kernel's library calls report through negolib.core.progress (a notebook's tqdm bars are widgets the saved
     notebook never updates): the heartbeat shows the reported ``desc: n/total`` while the cell prints nothing."""
     folder = tmp_path / "nb"
     folder.mkdir()
     (folder / "01_environment.py").write_text(
         '# %% tags=["parameters"]\nparams_path = ""\noutput_dir = ""\n\n'
-        "# %%\nimport time\nfrom negolib.progress import ProgressBar\n"
+        "# %%\nimport time\nfrom negolib.core.progress import ProgressBar\n"
         "for i in ProgressBar(range(6), desc='GRPO', unit='step', file=open('/dev/null', 'w')):\n"
         "    time.sleep(0.6)\n")
     lines: list[str] = []
@@ -90,7 +90,7 @@ def test_a_cell_past_its_limit_names_notebook_cell_limit_and_how_to_raise_it(tmp
     sets it, and that a re-run resumes."""
     import pytest
 
-    from negolib.book_runner import BookError
+    from negolib.book.runner import BookError
 
     folder = tmp_path / "nb"
     folder.mkdir()
@@ -108,8 +108,8 @@ def test_index_opens_with_the_headline_and_names_every_failed_guard(tmp_path):
     that failed by name (a run whose guards all pass says so instead)."""
     import json
 
-    from negolib.book import BookPaths
-    from negolib.book_runner import failed_guards, headline_box
+    from negolib.book.context import BookPaths
+    from negolib.book.runner import failed_guards, headline_box
 
     paths = BookPaths(tmp_path).make()
     paths.headline.write_text(json.dumps({"profile": "default", "commit": "abcdef1234", "minutes": 50.0, "lesson": {

@@ -1,4 +1,4 @@
-"""The book as a website (negolib.book_site): a tiny executed book, two notebooks made here with nbformat (one
+"""The book as a website (negolib.book.site): a tiny executed book, two notebooks made here with nbformat (one
 shows a PNG figure, the other an HTML table with the paper's column beside ours), built into a site by
 ``python -m negolib book site``. The root page carries the headline box and its plain reading, every guard, the
 paper's items in the paper's order with their source notebook, the rest by notebook, and links every chapter.
@@ -24,8 +24,8 @@ from typing import Any
 import nbformat
 import pytest
 
-from negolib.book import BookPaths
-from negolib.book_site import contrast_reading, missing_tooling, read_book, site_after_run
+from negolib.book.context import BookPaths
+from negolib.book.site import contrast_reading, missing_tooling, read_book, site_after_run
 from negolib.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ def test_a_contrast_reads_in_plain_words():
 
 
 def test_the_book_run_skips_the_site_in_one_line_without_its_tooling(tmp_path, monkeypatch):
-    import negolib.book_site as book_site
+    import negolib.book.site as book_site
 
     paths = fake_book(tmp_path / "fake")
     monkeypatch.setattr(book_site, "missing_tooling", lambda: ["sphinx"])

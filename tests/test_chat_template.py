@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from negolib.chat_template import (
+from negolib.core.chat_template import (
     TEMPLATE_TAG_RE,
     ChatTemplateError,
     assert_roundtrip,
@@ -137,12 +137,12 @@ def test_smollm2_tokenizer_tags_roundtrip():
 def test_no_tag_leaks_in_an_hf_episode():
     """A real HFAgent episode against a scripted buyer: no template tag reaches counterpart-visible text."""
     from negolib.agents.hf_agent import HFAgent
+    from negolib.core.sampling import SamplingConfig
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
     from negolib.models import tiny_causal_lm
-    from negolib.sampling import SamplingConfig
 
     model, tok = tiny_causal_lm(seed=3, hidden=32)
     # make the template tokens likely, so the test would catch a leak
@@ -236,7 +236,7 @@ def test_strip_template_tags_reaches_a_fixed_point():
 
 def test_stripping_counts_what_it_removes():
     """The template-tag guard's count: every tag and special token removed, rebuilt ones included."""
-    from negolib.chat_template import strip_template_tags_counted
+    from negolib.core.chat_template import strip_template_tags_counted
 
     tok = tiny_tokenizer()
     assert strip_template_tags_counted("a plain reply", tok) == ("a plain reply", 0)

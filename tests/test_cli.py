@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from negolib.cli import main
-from negolib.transcripts import TranscriptStore
+from negolib.core.transcripts import TranscriptStore
 
 
 def test_evaluate_writes_transcripts_resumes_and_prints_summary(tmp_path, capsys):
@@ -143,8 +143,8 @@ def test_summary_of_an_empty_file_and_no_traceback_from_the_command_line(tmp_pat
 
 
 def test_summary_refuses_another_protocols_records(tmp_path, capsys):
-    from negolib.evaluation import ArmSpec, DeviationLog, Protocol, SeedBlock, evaluate_arms, freeze
     from negolib.games.multi_issue.scripted import make_scripted
+    from negolib.study.evaluation import ArmSpec, DeviationLog, Protocol, SeedBlock, evaluate_arms, freeze
 
     scripted = {"backend": "scripted"}
     p = Protocol("tiny", (ArmSpec("fixed", {**scripted, "strategy": "fixed_offer"}),),

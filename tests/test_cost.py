@@ -6,7 +6,11 @@ import math
 
 import pytest
 
-from negolib.cost import (
+from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
+from negolib.study.cost import (
     PAPER_FRONTIER_EPISODE_USD,
     PAPER_FRONTIER_TOKENS,
     Price,
@@ -18,10 +22,6 @@ from negolib.cost import (
     party_usage,
     price_table,
 )
-from negolib.games.multi_issue.env import EnvConfig
-from negolib.games.multi_issue.rollout import make_specs, run_episodes
-from negolib.games.multi_issue.scenarios import scenario_set
-from negolib.games.multi_issue.scripted import make_scripted
 
 PRICES = price_table({"frontier-a": {"input": 3.0, "output": 15.0}, "frontier-b": [1.25, 10.0]})
 

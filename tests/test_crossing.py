@@ -1,4 +1,4 @@
-"""The one sanitiser for text that crosses between parties (:mod:`negolib.crossing`): characters, line breaks, and
+"""The one sanitiser for text that crosses between parties (:mod:`negolib.core.crossing`): characters, line breaks, and
 template and tool-call tags removed together to a fixed point; one line; quoted."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from negolib.crossing import TEMPLATE_TAG_RE, TOOL_TAG_RE, clean_prose, one_line, quoted, scrub
+from negolib.core.crossing import TEMPLATE_TAG_RE, TOOL_TAG_RE, clean_prose, one_line, quoted, scrub
 
 PIECES = ["<", ">", "|", "/", "tool_call", "tool_response", "tools", "<|im_end|>", "<|im_", "end|>", "<tool_",
           "call>", "</tool_", "<tool_call>", "</tool_call>", "<end_of_turn>", "<start_of_", "turn>", "[INST]", "[/",

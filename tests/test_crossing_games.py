@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE
 
-from negolib.chat_template import TEMPLATE_TAG_RE
+from negolib.core.chat_template import TEMPLATE_TAG_RE
 from negolib.games.bilateral import prompts as bl_prompts
 from negolib.games.bilateral.env import Episode as BLEpisode
 from negolib.games.bilateral.scenarios import BilateralScenario

@@ -9,11 +9,11 @@ import pytest
 from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HFAgent
+from negolib.core.sampling import SamplingConfig
 from negolib.games.multi_issue.env import Episode
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.scenarios import scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
-from negolib.sampling import SamplingConfig
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -12,7 +12,14 @@ from conftest import accept, counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from negolib.diagnostics import (
+from negolib.core.transcripts import episodes_frame
+from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.env import EnvConfig, Episode, opening_score
+from negolib.games.multi_issue.metrics import metric_value
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import split_utility
+from negolib.stats import ClusterResampler
+from negolib.study.diagnostics import (
     DIAGNOSTIC_METRICS,
     concession_frame,
     decomposition_columns,
@@ -32,13 +39,6 @@ from negolib.diagnostics import (
     style_episodes_frame,
     style_table,
 )
-from negolib.games.multi_issue.domains import load_domains
-from negolib.games.multi_issue.env import EnvConfig, Episode, opening_score
-from negolib.games.multi_issue.metrics import metric_value
-from negolib.games.multi_issue.scenarios import make_scenario
-from negolib.games.multi_issue.utility import split_utility
-from negolib.stats import ClusterResampler
-from negolib.transcripts import episodes_frame
 
 DOMAINS = load_domains()
 
@@ -404,7 +404,7 @@ def _train_rec(step: int, *texts: str, seed: int = 5_000_053, rank: int = 0, sta
 
 
 def test_training_step_spread_per_step_quartiles_without_error_trajectories():
-    from negolib.diagnostics import SPREAD_COLS, training_step_spread
+    from negolib.study.diagnostics import SPREAD_COLS, training_step_spread
 
     deals = [_train_rec(1, counter(("price", p)), accept(), rank=k) for k, p in enumerate((40, 45, 50, 55))]
     bad = _train_rec(1, "no action here", "Please offer.", rank=4)  # a bad parse: no deal
@@ -435,7 +435,7 @@ def test_training_step_spread_per_step_quartiles_without_error_trajectories():
 
 
 def test_rolling_step_means_start_after_a_full_window():
-    from negolib.diagnostics import rolling_step_means
+    from negolib.study.diagnostics import rolling_step_means
 
     log = pd.DataFrame({"step": [3, 1, 2, 4], "reward": [0.3, 0.1, 0.2, 0.4], "kl": [0.0, 0.0, None, 0.6],
                         "loss": [1.0, 1.0, 1.0, 1.0]})
@@ -455,7 +455,7 @@ def test_rolling_step_means_start_after_a_full_window():
 def test_hand_read_sample_is_five_per_arm_per_domain_family():
     """The hand-read guard reads five transcripts per trained arm per domain family (App. E): five from the
     training domains and five from the held-out domain, seeded, never another arm's."""
-    from negolib.diagnostics import HAND_READ_PER_FAMILY, domain_family, hand_read_sample
+    from negolib.study.diagnostics import HAND_READ_PER_FAMILY, domain_family, hand_read_sample
 
     assert HAND_READ_PER_FAMILY == 5
     train = next(n for n, d in DOMAINS.items() if not d.held_out and "price" in {i.name for i in d.issues})

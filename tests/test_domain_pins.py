@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from negolib.efficiency import pareto_frontier
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.scenarios import make_scenario
 from negolib.games.multi_issue.utility import best_contract, both_utilities, split_utility
+from negolib.study.efficiency import pareto_frontier
 
 PINNED = json.loads((Path(__file__).parent / "fixtures" / "domain_utilities_pinned.json").read_text())
 

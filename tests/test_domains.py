@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.domains import DOMAIN_DIR, get_domain, load_domain, load_domains, parse_domain
 
 

@@ -1,4 +1,4 @@
-"""Tests of the exact Pareto frontier, bargaining points and deal efficiency (negolib.efficiency)."""
+"""Tests of the exact Pareto frontier, bargaining points and deal efficiency (negolib.study.efficiency)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from negolib.efficiency import (
+from negolib.games.multi_issue.domains import Domain, Issue, get_domain
+from negolib.games.multi_issue.env import Episode
+from negolib.games.multi_issue.scenarios import make_scenario
+from negolib.games.multi_issue.utility import both_utilities
+from negolib.study.efficiency import (
     EFFICIENCY_COLUMNS,
     UNNAMED,
     ScenarioOracle,
@@ -29,10 +33,6 @@ from negolib.efficiency import (
     per_arm_efficiency,
     vertex_contract,
 )
-from negolib.games.multi_issue.domains import Domain, Issue, get_domain
-from negolib.games.multi_issue.env import Episode
-from negolib.games.multi_issue.scenarios import make_scenario
-from negolib.games.multi_issue.utility import both_utilities
 
 TOL = 1e-9
 GRID = (0.0, 0.5, 1.0)  # seller satisfaction t of each continuous issue; 0.5 is also "unnamed"
@@ -426,7 +426,7 @@ def test_efficiency_frame_and_per_arm_summary_from_records() -> None:
     assert math.isnan(summary.loc["stubborn", "welfare_ratio"])
     # the same from an episode frame without efficiency columns, with a shared cache
     cache: dict = {}
-    from negolib.transcripts import episodes_frame
+    from negolib.core.transcripts import episodes_frame
 
     again = per_arm_efficiency(efficiency_frame(episodes_frame(records), cache=cache))
     pd.testing.assert_frame_equal(summary.reset_index(), again)

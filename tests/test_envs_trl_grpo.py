@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 
 from negolib.envs.trl import dataset, environment_factory  # noqa: E402
-from negolib.training.ladder import weight_change  # noqa: E402
-from negolib.training.ladder_trl import (  # noqa: E402
+from negolib.study.ladder import weight_change  # noqa: E402
+from negolib.study.ladder_trl import (  # noqa: E402
     call_text,
     grpo_args,
     load_tool_model,

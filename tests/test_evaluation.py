@@ -12,8 +12,13 @@ import pytest
 import yaml
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.errors import ValidationError
-from negolib.evaluation import (
+from negolib.core.errors import ValidationError
+from negolib.core.transcripts import TranscriptStore
+from negolib.games.multi_issue.env import PartyView
+from negolib.games.multi_issue.metrics import arm_table
+from negolib.games.multi_issue.scripted import make_scripted
+from negolib.stats import ClusterResampler
+from negolib.study.evaluation import (
     ArmSpec,
     DeviationLog,
     PilotLog,
@@ -33,11 +38,6 @@ from negolib.evaluation import (
     protocol_to_dict,
     stamp,
 )
-from negolib.games.multi_issue.env import PartyView
-from negolib.games.multi_issue.metrics import arm_table
-from negolib.games.multi_issue.scripted import make_scripted
-from negolib.stats import ClusterResampler
-from negolib.transcripts import TranscriptStore
 
 SCRIPTED = {"backend": "scripted"}
 
@@ -351,8 +351,8 @@ def test_arm_metrics_table_is_tidy_and_matches_point_estimates(tmp_path):
 
 
 def test_protocol_from_params_builds_a_valid_protocol():
-    from negolib.evaluation import protocol_from_params
     from negolib.params import parse_params
+    from negolib.study.evaluation import protocol_from_params
 
     params = parse_params({
         "profile": "t",
@@ -381,7 +381,7 @@ def test_load_missing_file_names_it(tmp_path):
 # -- resume checks, run lock, checked analysis -----------------------------------------------------
 
 def test_a_deviation_never_reuses_episodes_played_under_other_settings(tmp_path):
-    from negolib.transcripts import SettingsMismatchError
+    from negolib.core.transcripts import SettingsMismatchError
 
     store = TranscriptStore(tmp_path / "t.jsonl")
     evaluate_arms(make_protocol(), scripted_agents(), store, progress=False)
@@ -399,7 +399,7 @@ def test_a_deviation_never_reuses_episodes_played_under_other_settings(tmp_path)
 
 
 def test_a_changed_buyer_spec_is_not_resumed(tmp_path):
-    from negolib.transcripts import SettingsMismatchError
+    from negolib.core.transcripts import SettingsMismatchError
 
     store = TranscriptStore(tmp_path / "t.jsonl")
     p = make_protocol()
@@ -412,7 +412,7 @@ def test_a_changed_buyer_spec_is_not_resumed(tmp_path):
 
 
 def test_evaluate_arms_refuses_while_another_run_holds_the_file(tmp_path):
-    from negolib.transcripts import RunLockedError
+    from negolib.core.transcripts import RunLockedError
 
     path = tmp_path / "t.jsonl"
     with TranscriptStore(path).run_lock():
@@ -426,7 +426,7 @@ def test_evaluate_arms_refuses_while_another_run_holds_the_file(tmp_path):
 
 
 def test_analysis_refuses_forged_or_foreign_records(tmp_path):
-    from negolib.transcripts import TranscriptError
+    from negolib.core.transcripts import TranscriptError
 
     p = make_protocol()
     store = TranscriptStore(tmp_path / "t.jsonl")

@@ -1,12 +1,12 @@
-"""Every notebook's exercises, checked twice without executing the notebook (see :mod:`negolib.exercises`).
+"""Every notebook's exercises, checked twice without executing the notebook (see :mod:`negolib.book.exercises`).
 
 * As in the book: the exercise's given cells, its solution and its check run in a fresh namespace, in
   the notebooks' folder: the check must pass.
-* As in the handout: the same cells after :func:`negolib.handout.strip_solutions` (the handout's own
+* As in the handout: the same cells after :func:`negolib.book.handout.strip_solutions` (the handout's own
   transformation): the check must raise ``AssertionError`` naming the exercise, so a check that
   cannot fail is caught.
 
-Also: each notebook holds at least :data:`~negolib.exercises.MIN_EXERCISES` exercises (the notebooks
+Also: each notebook holds at least :data:`~negolib.book.exercises.MIN_EXERCISES` exercises (the notebooks
 listed in :data:`AWAITING_EXERCISES` are expected failures until theirs are written), numbered after
 the notebook, in a ``## Exercises`` section, and every ``assert`` of a check carries a message.
 """
@@ -20,9 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from negolib.book import NOTEBOOK_DIR
-from negolib.book_runner import source_notebook
-from negolib.exercises import (
+from negolib.book.context import NOTEBOOK_DIR
+from negolib.book.exercises import (
     CHECK_TAG,
     GIVEN_TAG,
     MIN_EXERCISES,
@@ -33,7 +32,8 @@ from negolib.exercises import (
     extract_exercises,
     run_cells,
 )
-from negolib.handout import PLACEHOLDER, strip_solutions
+from negolib.book.handout import PLACEHOLDER, strip_solutions
+from negolib.book.runner import source_notebook
 from negolib.params import NOTEBOOKS
 
 AWAITING_EXERCISES: tuple[str, ...] = ()
@@ -137,7 +137,7 @@ def test_extract_groups_cells_by_check() -> None:
                 nbformat.v4.new_code_cell("print('not an exercise')")]
     (ex,) = extract_exercises(nb, "04_x")
     assert (ex.number, ex.given, len(ex.solutions)) == ("4.1", ["data = 1"], 1)
-    ns = run_cells([*ex.given, *ex.solutions, "from negolib.exercises import expect", ex.check])
+    ns = run_cells([*ex.given, *ex.solutions, "from negolib.book.exercises import expect", ex.check])
     assert ns["ans"] == 2
     nb.cells.append(nbformat.v4.new_code_cell("# orphan\nx = 1", metadata={"tags": [SOLUTION_TAG]}))
     with pytest.raises(ValueError, match="has no check"):

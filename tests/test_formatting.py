@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from negolib import evaluation, paired
-from negolib.formatting import DASH, decisive_digits, fmt_ci, fmt_num, fmt_p, fmt_pct
-from negolib.report import appendix_d_e, booktable, cells, training
+from negolib.core.formatting import DASH, decisive_digits, fmt_ci, fmt_num, fmt_p, fmt_pct
+from negolib.study import evaluation, paired
+from negolib.study.report import appendix_d_e, booktable, cells, training
 
 
 def test_signed_and_unsigned_intervals():

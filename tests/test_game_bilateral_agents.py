@@ -21,7 +21,9 @@ from servers import ChatReply, ChatRequest, ChatServer, Fault, tool_responder
 
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
-from negolib.chat_template import decode_turn, encode_text
+from negolib.core.chat_template import decode_turn, encode_text
+from negolib.core.sampling import SamplingConfig
+from negolib.core.secrets import MissingKeyError
 from negolib.games.base import UnknownAgent
 from negolib.games.bilateral import BilateralGame
 from negolib.games.bilateral.agents import AnthropicBargainer, HFBargainer, OpenAIBargainer
@@ -34,8 +36,6 @@ from negolib.games.bilateral.scripted import make_scripted
 from negolib.games.bilateral.tools import anthropic_tools, openai_tools
 from negolib.games.toolagents import LMOptions, anthropic_messages, openai_messages, template_supports_tools
 from negolib.models import tiny_causal_lm
-from negolib.sampling import SamplingConfig
-from negolib.secrets import MissingKeyError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -13,7 +13,7 @@ pytest.importorskip("trl")
 
 from game_helpers import PlanGenerator, one_step, one_step_recipe, save_tiny_base, spied_grpo  # noqa: E402
 
-from negolib.chat_template import derive_turn_tags, encode_chat, strip_template_tags  # noqa: E402
+from negolib.core.chat_template import derive_turn_tags, encode_chat, strip_template_tags  # noqa: E402
 from negolib.games.bilateral.agents import HFBargainer  # noqa: E402
 from negolib.games.bilateral.env import BilateralConfig, Episode  # noqa: E402
 from negolib.games.bilateral.game import BilateralGame  # noqa: E402
@@ -303,7 +303,7 @@ def test_run_grpo_resumes_a_finished_run(grpo_run, sft):
 
 
 def test_stage_evaluation_frame_pairs_every_stage_on_the_same_episodes(base_dir, sft, grpo_run):
-    from negolib.sampling import SamplingConfig
+    from negolib.core.sampling import SamplingConfig
 
     _, res = sft
     stages = {"base": base_dir, "sft": res.model_dir, "grpo": grpo_run[0].checkpoint}

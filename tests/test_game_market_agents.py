@@ -25,8 +25,10 @@ from test_game_bilateral_agents import Recording as BilateralRecording
 
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
-from negolib.chat_template import encode_text
 from negolib.cli import main
+from negolib.core.chat_template import encode_text
+from negolib.core.sampling import SamplingConfig
+from negolib.core.secrets import MissingKeyError
 from negolib.games import get_game
 from negolib.games.base import UnknownAgent
 from negolib.games.bilateral import BilateralGame
@@ -54,8 +56,6 @@ from negolib.games.multi_product.scenarios import make_scenario as mp_scenario
 from negolib.games.multi_product.sellers import make_seller as mp_seller
 from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, money, reply_turn
 from negolib.models import tiny_causal_lm
-from negolib.sampling import SamplingConfig
-from negolib.secrets import MissingKeyError
 from negolib.tournament import run_tournament
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -21,7 +21,9 @@ from test_game_bilateral_agents import QWEN_STYLE_TEMPLATE
 
 from negolib.agents.base import AgentReply
 from negolib.agents.hf_agent import PromptTruncationWarning
-from negolib.chat_template import encode_text
+from negolib.core.chat_template import encode_text
+from negolib.core.sampling import SamplingConfig
+from negolib.core.secrets import MissingKeyError
 from negolib.games.multi_buyer import MultiBuyerGame
 from negolib.games.multi_buyer import buyer_prompts as bp
 from negolib.games.multi_buyer.agents import LMOptions
@@ -40,8 +42,6 @@ from negolib.games.multi_buyer.sellers import SELLERS, make_seller
 from negolib.games.multi_buyer.tools import anthropic_tools, buyer_tools
 from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, StructuredTurn, ToolCall, money, reply_turn
 from negolib.models import tiny_causal_lm
-from negolib.sampling import SamplingConfig
-from negolib.secrets import MissingKeyError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

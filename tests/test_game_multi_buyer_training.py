@@ -15,7 +15,7 @@ pytest.importorskip("trl")
 
 from game_helpers import PlanGenerator, one_step, one_step_recipe, save_tiny_base, spied_grpo  # noqa: E402
 
-from negolib.chat_template import derive_turn_tags, strip_template_tags  # noqa: E402
+from negolib.core.chat_template import derive_turn_tags, strip_template_tags  # noqa: E402
 from negolib.games.multi_buyer.agents import HFSeller, LMOptions  # noqa: E402
 from negolib.games.multi_buyer.buyers import STYLES, ScriptedBuyers  # noqa: E402
 from negolib.games.multi_buyer.env import Episode  # noqa: E402
@@ -172,7 +172,7 @@ def test_one_grpo_step_on_the_multi_buyer_adapter(grpo_run):
 
 
 def test_stage_evaluation_pairs_base_and_grpo_on_the_same_markets(base_dir, grpo_run):
-    from negolib.sampling import SamplingConfig
+    from negolib.core.sampling import SamplingConfig
 
     stages = {"base": base_dir, "GRPO": grpo_run[0].checkpoint, "probe_all": "probe_all"}
     eps = play_stages(stages, ["base", "heldout_styles"], n_seeds=2, seed=1, sampling=SamplingConfig(max_new_tokens=8),
@@ -257,7 +257,7 @@ def _profile(tmp_path, edit=None):
     (lambda g: g["sft"].update(epochs=1), "games.multi_buyer.sft", "unknown keys ['epochs']"),
 ])
 def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, words):
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
 
     with pytest.raises(ValidationError) as e:
         _profile(tmp_path, edit)
@@ -271,7 +271,7 @@ def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, wor
     ({"recipe": {"max_steps": "x"}}, "games.multi_buyer.grpo.recipe.max_steps", "must be int"),
 ])
 def test_grpo_overrides_are_checked_at_load(tmp_path, overrides, field, words):
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
 
     built = _profile(tmp_path).games.multi_buyer.grpo  # the profile's own overrides build, over the game's defaults
     assert isinstance(built, MultiBuyerGRPOConfig) and built.turn_budget == 2 and built.recipe.max_rollout_turns == 3
@@ -287,7 +287,7 @@ def test_grpo_overrides_are_checked_at_load(tmp_path, overrides, field, words):
 ])
 def test_sft_overrides_are_checked_at_load(tmp_path, overrides, field, words):
     """The market's SFT recipe (the shared SFTConfig) is built like every game recipe: errors name the dotted field."""
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
 
     built = _profile(tmp_path).games.multi_buyer.sft.config  # the smoke profile's own overrides build
     assert built.max_length == 8192 and built.epochs == 1

@@ -15,7 +15,7 @@ pytest.importorskip("trl")
 
 from game_helpers import PlanGenerator, one_step, one_step_recipe, save_tiny_base, spied_grpo  # noqa: E402
 
-from negolib.chat_template import derive_turn_tags, strip_template_tags  # noqa: E402
+from negolib.core.chat_template import derive_turn_tags, strip_template_tags  # noqa: E402
 from negolib.games.multi_product import MultiProductGame  # noqa: E402
 from negolib.games.multi_product.env import Episode  # noqa: E402
 from negolib.games.multi_product.metrics import market_metrics  # noqa: E402
@@ -159,7 +159,7 @@ def test_one_grpo_step_on_the_multi_product_adapter(grpo_run):
 
 
 def test_stage_evaluation_pairs_base_and_trained_model_on_the_same_episodes(base_dir, grpo_run):
-    from negolib.sampling import SamplingConfig
+    from negolib.core.sampling import SamplingConfig
 
     stages = {"base": base_dir, "GRPO": grpo_run[0].checkpoint}
     eps = play_stages(stages, ["pool"], n_seeds=2, markets=["small", "cheap"], seed=1,
@@ -258,7 +258,7 @@ def _games_data(path: str = "params/smoke.yaml") -> dict:
 def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, words):
     import yaml
 
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
     from negolib.params import load_params
 
     data = _games_data()
@@ -282,7 +282,7 @@ def test_profile_section_errors_name_the_dotted_field(tmp_path, edit, field, wor
 def test_grpo_recipe_overrides_name_the_dotted_field(tmp_path, override, field, words):
     import yaml
 
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
     from negolib.params import load_params
 
     data = _games_data()

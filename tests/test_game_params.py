@@ -1,7 +1,7 @@
 """The games' profile sections (``games.bilateral``, ``games.multi_buyer``, ``games.multi_product``) are typed and
 checked when the profile loads: a name a game does not know, a recipe value its class refuses or an unknown key is a
-:class:`~negolib.errors.ValidationError` naming the file and the dotted field, never a failure minutes into notebooks
-10-12; the notebooks hold no validation code of their own."""
+:class:`~negolib.core.errors.ValidationError` naming the file and the dotted field, never a failure minutes into
+notebooks 10-12; the notebooks hold no validation code of their own."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent

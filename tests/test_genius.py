@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from negolib.efficiency import pareto_frontier, vertex_contract
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.genius import export_scenario, read_genius_folder
 from negolib.games.multi_issue.scenarios import Scenario, make_scenario
 from negolib.games.multi_issue.utility import both_utilities
+from negolib.study.efficiency import pareto_frontier, vertex_contract
 
 negmas = pytest.importorskip("negmas")
 from negmas.inout import Scenario as NegmasScenario  # noqa: E402

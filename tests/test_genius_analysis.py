@@ -15,18 +15,23 @@ import pytest
 import yaml
 
 from negolib.agents.factory import build_agent
-from negolib.analysis.contrasts import held_out_contrasts
-from negolib.analysis.decomposition import decomposition
-from negolib.analysis.quoted import _domains
-from negolib.analysis.quoted_diagnostics import (
+from negolib.book.widgets import EpisodeExplorer
+from negolib.core.errors import ValidationError
+from negolib.core.transcripts import TranscriptStore, episodes_frame
+from negolib.params import load_params
+from negolib.profile_genius import imported_scenarios
+from negolib.study.analysis.contrasts import held_out_contrasts
+from negolib.study.analysis.decomposition import decomposition
+from negolib.study.analysis.quoted import _domains
+from negolib.study.analysis.quoted_diagnostics import (
     deal_rate_by_domain,
     gain_shares,
     integrative_split,
     off_schema_ledger_share,
     walkaways,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.diagnostics import (
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.diagnostics import (
     concession_frame,
     decomposition_columns,
     hand_read_sample,
@@ -34,16 +39,11 @@ from negolib.diagnostics import (
     openings_table,
     style_table,
 )
-from negolib.efficiency import efficiency_frame
-from negolib.errors import ValidationError
-from negolib.evaluation import evaluate_arms, protocol_from_params
-from negolib.paper import load_paper_reported
-from negolib.params import load_params
-from negolib.profile_genius import imported_scenarios
-from negolib.report.quoted import integrative_table
-from negolib.report.results import table2
-from negolib.transcripts import TranscriptStore, episodes_frame
-from negolib.widgets import EpisodeExplorer
+from negolib.study.efficiency import efficiency_frame
+from negolib.study.evaluation import evaluate_arms, protocol_from_params
+from negolib.study.paper import load_paper_reported
+from negolib.study.report.quoted import integrative_table
+from negolib.study.report.results import table2
 
 FIXTURES = Path(__file__).parent / "fixtures" / "genius"
 PAIRS = [("boulware", "conceder")]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from negolib.cli import main
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue import MultiIssueGame
 from negolib.games.multi_issue.env import Episode
 from negolib.games.multi_issue.genius import read_genius_folder

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import nbformat
 
-from negolib.book_runner import resolve_notebooks, source_notebook
+from negolib.book.exercises import extract_exercises
+from negolib.book.handout import PLACEHOLDER, ROOT, default_zip_path, make_handout, strip_solutions
+from negolib.book.runner import resolve_notebooks, source_notebook
 from negolib.cli import main
-from negolib.exercises import extract_exercises
-from negolib.handout import PLACEHOLDER, ROOT, default_zip_path, make_handout, strip_solutions
 
 
 def test_handout_strips_tagged_solutions_only(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_zip_is_a_runnable_project_with_nothing_generated(tmp_path: Path) -> Non
         assert {f"notebooks/{n}.ipynb" for n in counts} == {r for r in rel if r.startswith("notebooks/")}
         assert {f"params/{p.name}" for p in (ROOT / "params").glob("*.yaml")} <= rel
         assert {"pyproject.toml", "README.md", "negolib/__init__.py", "negolib/games/multi_issue/domains/car.yaml",
-                "negolib/games/multi_issue/prompts/system.j2", "negolib/exercises.py"} <= rel
+                "negolib/games/multi_issue/prompts/system.j2", "negolib/book/exercises.py"} <= rel
         assert not [r for r in rel if r.startswith(("outputs/", "tests/", "benchmarks/"))]
         assert not [r for r in rel if "__pycache__" in r or r.endswith((".pyc", ".parquet", ".jsonl"))]
         assert not [r for r in rel if r.startswith("notebooks/") and not r.endswith(".ipynb")]  # no .py sources
@@ -96,7 +96,7 @@ def test_zipped_exercise_runs_on_the_zipped_library(tmp_path: Path) -> None:
     project = tmp_path / "unzipped" / "course"
     script = (
         "import nbformat, negolib, pathlib\n"
-        "from negolib.exercises import extract_exercises, run_cells\n"
+        "from negolib.book.exercises import extract_exercises, run_cells\n"
         f"assert pathlib.Path(negolib.__file__).resolve().is_relative_to(pathlib.Path({str(project)!r}).resolve())\n"
         "nb = nbformat.read('01_environment.ipynb', as_version=4)\n"
         "ex = extract_exercises(nb, '01_environment')[0]\n"

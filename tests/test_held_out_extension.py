@@ -10,11 +10,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from negolib.analysis.contrasts import extension_fires, held_out_contrasts, run_pairs
-from negolib.analysis.resamplers import Analysis
-from negolib.book import open_book
-from negolib.errors import ValidationError
-from negolib.evaluation import (
+from negolib.book.context import open_book
+from negolib.core.errors import ValidationError
+from negolib.core.transcripts import TranscriptStore
+from negolib.games.multi_issue.scenarios import TRAIN_SEED_BLOCK, VALIDATION_SEED_BLOCK
+from negolib.games.multi_issue.scripted import make_scripted
+from negolib.params import load_params
+from negolib.study.analysis.contrasts import extension_fires, held_out_contrasts, run_pairs
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.evaluation import (
     ArmSpec,
     PilotLog,
     Protocol,
@@ -30,11 +34,7 @@ from negolib.evaluation import (
     protocol_hash,
     run_held_out_extension,
 )
-from negolib.games.multi_issue.scenarios import TRAIN_SEED_BLOCK, VALIDATION_SEED_BLOCK
-from negolib.games.multi_issue.scripted import make_scripted
-from negolib.params import load_params
-from negolib.report.appendix_b_c import extension_panel_table
-from negolib.transcripts import TranscriptStore
+from negolib.study.report.appendix_b_c import extension_panel_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTED = {"backend": "scripted"}

@@ -13,13 +13,13 @@ import pytest
 from conftest import play_side_by_side
 
 from negolib.agents.hf_agent import HISTORY_DROP_BLOCK, HFAgent, PromptTruncationWarning
-from negolib.chat_template import encode_chat
+from negolib.core.chat_template import encode_chat
+from negolib.core.sampling import SamplingConfig, SamplingDriftWarning, derive_seed, drift, warn_drift
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.rollout import make_specs, run_episodes
 from negolib.games.multi_issue.scenarios import scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
-from negolib.sampling import SamplingConfig, SamplingDriftWarning, derive_seed, drift, warn_drift
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -383,9 +383,9 @@ def test_factory_passes_no_training_cap(tiny, monkeypatch):
 def test_a_binding_prompt_cap_is_logged_per_turn_and_counted_per_arm(tiny):
     """A cap that binds is in the transcript record (``prompt_capped`` per turn), in the episode table
     (``n_prompt_capped_turns``, seller turns) and in the per-arm count of the prompt-cap table."""
-    from negolib.analysis.serving import serving_frame
-    from negolib.report.evaluation import prompt_cap_table
-    from negolib.transcripts import episodes_frame, validate_record
+    from negolib.core.transcripts import episodes_frame, validate_record
+    from negolib.study.analysis.serving import serving_frame
+    from negolib.study.report.evaluation import prompt_cap_table
 
     sc = scenario_set([3], ["car"])
     cfg = EnvConfig(max_rounds=2)

@@ -29,17 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 # The study of the paper's game (and the command line, book and widgets over it): these may import a game; every
 # other module is a game's (negolib.games) or barred from importing one (contract "games").
-MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.handout", "negolib.book", "negolib.book_runner",
-                    "negolib.book_site",
-                    "negolib.widgets",
-                    "negolib.report", "negolib.analysis", "negolib.tournament", "negolib.evaluation",
-                    "negolib.eval_protocol", "negolib.reading",
-                    "negolib.diagnostics", "negolib.efficiency", "negolib.cost", "negolib.paired", "negolib.params",
+MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.book.handout", "negolib.book.context",
+                    "negolib.book.runner", "negolib.book.site", "negolib.book.widgets",
+                    "negolib.study.report", "negolib.study.analysis", "negolib.tournament", "negolib.study.evaluation",
+                    "negolib.study.eval_protocol", "negolib.study.reading", "negolib.study.diagnostics",
+                    "negolib.study.efficiency", "negolib.study.cost", "negolib.study.paired", "negolib.params",
                     "negolib.params_checks",
                     "negolib.game_params", "negolib.profile_genius", "negolib.agent_spec",
-                    "negolib.agents.factory", "negolib.training.runs", "negolib.training.lesson",
-                    "negolib.training.ladder", "negolib.training.ladder_trl", "negolib.envs", "negolib.games"}
-PACKAGE_INITS = {"negolib", "negolib.agents", "negolib.training"}  # they import only the shared machinery
+                    "negolib.agents.factory", "negolib.study.runs", "negolib.study.lesson",
+                    "negolib.study.ladder", "negolib.study.ladder_trl", "negolib.envs", "negolib.games"}
+# package inits: they import only the shared machinery (study and book: nothing)
+PACKAGE_INITS = {"negolib", "negolib.agents", "negolib.training", "negolib.study", "negolib.book"}
 
 
 def _contracts() -> list[dict[str, Any]]:
@@ -114,13 +114,13 @@ def test_only_the_allowed_modules_may_import_a_game():
 VIOLATIONS: dict[tuple[str, str], tuple[str, ...]] = {
     # (importer, imported): the contracts that must break
     ("params", "agents.factory"): ("layers",),  # the profile below the agent builder
-    ("agents.factory", "training.runs"): ("layers",),  # the agent builder launching training
-    ("analysis.contrasts", "report.tables"): ("layers",),  # compute below presentation
-    ("report.tables", "book"): ("layers",),  # the report layer below the book runner
-    ("book", "report.tables"): (),  # allowed: the book may present
-    ("book_runner", "book_site"): ("layers",),  # the runner below the site built over its output
-    ("games.multi_issue.env", "transcripts"): (),  # allowed: a game over the shared machinery
-    ("evaluation", "games.multi_issue.env"): (),  # allowed: the paper's study over its game
+    ("agents.factory", "study.runs"): ("layers",),  # the agent builder launching training
+    ("study.analysis.contrasts", "study.report.tables"): ("layers",),  # compute below presentation
+    ("study.report.tables", "book.context"): ("layers",),  # the report layer below the book runner
+    ("book.context", "study.report.tables"): (),  # allowed: the book may present
+    ("book.runner", "book.site"): ("layers",),  # the runner below the site built over its output
+    ("games.multi_issue.env", "core.transcripts"): (),  # allowed: a game over the shared machinery
+    ("study.evaluation", "games.multi_issue.env"): (),  # allowed: the paper's study over its game
     ("training.grpo", "games.multi_issue.env"): ("layers", "games"),  # the shared trainer naming the paper's game
     ("agents.hf_agent", "games.multi_issue.prompts"): ("layers", "games"),  # an agent rendering a game's prompts
     ("stats", "games.base"): ("layers", "games"),  # the bootstrap naming the games
@@ -174,7 +174,7 @@ def test_the_contracts_catch_violations(tmp_path, monkeypatch, inject):
     modules = [m.removeprefix("negolib.") for m in _layer_modules(_contract("layers")["layers"])]
     modules += [m.removeprefix("negolib.") for c in contracts
                 for m in (*c.get("source_modules", []), *c.get("forbidden_modules", []))]
-    modules += ["games.base", "report.tables", "analysis.contrasts", "games.multi_issue.env",
+    modules += ["games.base", "study.report.tables", "study.analysis.contrasts", "games.multi_issue.env",
                 "games.multi_issue.prompts", "games.bilateral.env", "games.training", "training.grpo",
                 "games.bilateral.agents", "games.multi_buyer.agents", "games.multi_product.agents"]
     modules = sorted(set(modules) - {"negolib"})

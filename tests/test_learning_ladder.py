@@ -1,7 +1,7 @@
 """The learning ladder's CI rung and its sabotaged twins (issue 14, item 1).
 
 The rung trains a tiny model through the real GRPO path on a one-turn counter whose reward rises with the
-price named (:mod:`negolib.training.ladder`) and must learn: the late steps' reward exceeds the early steps'
+price named (:mod:`negolib.study.ladder`) and must learn: the late steps' reward exceeds the early steps'
 with a bootstrap interval above zero, and the reloaded checkpoint outscores the initial weights on paired
 scenarios. Each twin breaks one wire (env_mask all zero, rewards shuffled within the group, learning rate 0,
 the evaluated arm pointed at the initial weights) and must fail that same criterion: if a twin learns, the
@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from negolib.training.ladder import (  # noqa: E402
+from negolib.study.ladder import (  # noqa: E402
     SABOTAGES,
     AcceptingBuyer,
     RungSpec,
@@ -42,7 +42,7 @@ def rung(trained):
 
 
 def test_every_ladder_token_is_a_whole_counter_and_prompts_read_as_tags():
-    from negolib.chat_template import assert_roundtrip, derive_turn_tags
+    from negolib.core.chat_template import assert_roundtrip, derive_turn_tags
     from negolib.games.multi_issue.protocol import parse_action
 
     spec = RungSpec()
@@ -144,11 +144,11 @@ def test_every_sabotage_has_a_twin():
     assert set(SABOTAGES) == {"env_mask_zero", "shuffle_rewards", "lr_zero", "eval_initial"}
 
 
-# -- the TRL rung: TRL's stock GRPOTrainer with our environment_factory (negolib.training.ladder_trl) ------------
+# -- the TRL rung: TRL's stock GRPOTrainer with our environment_factory (negolib.study.ladder_trl) ------------
 
 
 def test_trl_rung_learns_through_trls_environment_factory(tmp_path):
-    from negolib.training.ladder_trl import train_trl_rung
+    from negolib.study.ladder_trl import train_trl_rung
 
     t = train_trl_rung(tmp_path, seed=SEED)
     print(f"TRL rung: gain {t.train_gain}; step rewards {' '.join(f'{m:+.2f}' for m in t.step_means)}")
@@ -160,7 +160,7 @@ def test_trl_rung_learns_through_trls_environment_factory(tmp_path):
 
 
 def test_trl_rung_lr_zero_twin_does_not_learn(tmp_path):
-    from negolib.training.ladder_trl import train_trl_rung
+    from negolib.study.ladder_trl import train_trl_rung
 
     twin = train_trl_rung(tmp_path, seed=SEED, sabotage="lr_zero")
     assert not twin.train_gain.positive, f"the lr-0 twin's reward rose {twin.train_gain}"

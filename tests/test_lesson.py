@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 import yaml
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
+from negolib.core.headline import headline_markdown, headline_rows, read_headline, update_headline
 from negolib.games.multi_issue.training import env_config
-from negolib.headline import headline_markdown, headline_rows, read_headline, update_headline
 from negolib.params import load_params, parse_params
-from negolib.training.config import LessonConfig
-from negolib.training.ladder import BUYER
-from negolib.training.lesson import (
+from negolib.study.ladder import BUYER
+from negolib.study.lesson import (
     NO_DEAL_SCORE,
     Episodes,
     decompose,
@@ -27,6 +26,7 @@ from negolib.training.lesson import (
     preregister,
     train_config,
 )
+from negolib.training.config import LessonConfig
 
 LESSON = LessonConfig(start_run="run", eval_episodes=40)
 
@@ -237,7 +237,7 @@ def test_a_scripted_buyer_plays_the_lesson_in_training_and_evaluation():
 
 
 def test_the_lesson_folder_changes_with_any_setting(tmp_path):
-    from negolib.training.lesson import lesson_key
+    from negolib.study.lesson import lesson_key
 
     key = lesson_key(LESSON, tmp_path, 0)
     assert key == lesson_key(LESSON, tmp_path, 0)

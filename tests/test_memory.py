@@ -14,13 +14,13 @@ import pytest
 
 from negolib.agents.factory import ModelCache, local_agent
 from negolib.agents.hf_agent import HFAgent
+from negolib.core.sampling import SamplingConfig
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.rollout import make_specs, run_episodes
 from negolib.games.multi_issue.scenarios import scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
 from negolib.params import AgentSpec
-from negolib.sampling import SamplingConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROOT = Path(__file__).resolve().parents[1]

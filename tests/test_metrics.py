@@ -154,9 +154,9 @@ def test_synthetic_table_has_the_episode_columns() -> None:
 def test_paper_definitions_from_played_records() -> None:
     """The episode table counts the seller's counter terms (not the buyer's, not an accept's) and who closed,
     from transcript records: the accept-with-terms and off-schema shares are the paper's (App. A)."""
+    from negolib.core.transcripts import episodes_frame
     from negolib.games.multi_issue.env import EnvConfig, Episode
     from negolib.games.multi_issue.scenarios import scenario_set
-    from negolib.transcripts import episodes_frame
 
     def act(kind, **terms):
         import json

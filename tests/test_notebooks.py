@@ -13,7 +13,7 @@ import jupytext
 import nbformat
 import pytest
 
-from negolib.book_runner import run_book
+from negolib.book.runner import run_book
 from negolib.params import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from negolib.paper import load_paper_reported
+from negolib.study.paper import load_paper_reported
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ def test_paper_reported_holds_the_papers_numbers():
 
 
 def test_paper_reported_with_a_key_given_twice_is_refused(tmp_path):
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
 
     path = tmp_path / "paper_reported.yaml"
     path.write_text("arms:\n  base: {score: 0.1}\n  base: {score: 0.9}\n", encoding="utf-8")

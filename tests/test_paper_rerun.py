@@ -10,15 +10,15 @@ from pathlib import Path
 import yaml
 from paper_frames import paper_setup
 
-from negolib.analysis.contrasts import design_contrasts
-from negolib.analysis.quoted import QUOTED
-from negolib.analysis.resamplers import Analysis
-from negolib.diagnostics import decomposition_table
 from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.paired import contrast_table
 from negolib.params import StatisticsParams, load_params
-from negolib.report.appendix_g_k import mc_error_table
 from negolib.stats import ClusterResampler
+from negolib.study.analysis.contrasts import design_contrasts
+from negolib.study.analysis.quoted import QUOTED
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.diagnostics import decomposition_table
+from negolib.study.paired import contrast_table
+from negolib.study.report.appendix_g_k import mc_error_table
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.params import load_params, parse_params, spec_dict, to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,7 +200,7 @@ def test_factory_builds_scripted_and_fixed_opening_agents():
     from negolib.games.multi_issue.env import Episode
     from negolib.games.multi_issue.scenarios import make_scenario
     from negolib.games.multi_issue.scripted import TimeDependentAgent
-    from negolib.training.runs import build_agents
+    from negolib.study.runs import build_agents
 
     p = load_params(ROOT / "params" / "smoke.yaml")
     agents = build_agents(p, ["boulware", "boulware_open_best", "buyer_linear"])
@@ -258,7 +258,7 @@ def test_factory_api_agent_needs_its_key_before_any_call(monkeypatch):
 
 
 def test_factory_trained_arm_without_checkpoint_is_clear(tmp_path):
-    from negolib.training.runs import build_agent, trained_ready
+    from negolib.study.runs import build_agent, trained_ready
 
     p = load_params(ROOT / "params" / "smoke.yaml").with_output_dir(tmp_path)
     ok, why = trained_ready(p, "tiny_grpo")
@@ -397,7 +397,7 @@ def test_agent_values_the_builder_rejects_fail_at_load(tmp_path, arm, key, value
                                         ("top_k", -1), ("max_new_tokens", 0)])
 def test_sampling_rejected_at_load_exactly_when_the_agent_would_reject_it(tmp_path, key, value):
     from negolib.agents.factory import sampling_config
-    from negolib.sampling import Decoding, SamplingConfig
+    from negolib.core.sampling import Decoding, SamplingConfig
 
     data = _smoke_data()
     data["arms"]["tiny_base"]["sampling"][key] = value
@@ -468,7 +468,7 @@ def test_two_held_out_domains_need_the_profile_to_name_one(two_held_out):
     data["evaluation"]["held_out_domain"] = "car"
     named = load_params(_write(two_held_out, data))
     assert named.evaluation.held_out_domain == "car"
-    from negolib.evaluation import protocol_from_params
+    from negolib.study.evaluation import protocol_from_params
 
     data["evaluation"]["held_out_domain"] = "acquisition"  # the protocol holds out the named one
     assert protocol_from_params(load_params(_write(two_held_out, data))).held_out_domain == "acquisition"
@@ -691,7 +691,7 @@ def test_extends_lays_the_profile_over_its_base(tmp_path):
 
 
 def test_extends_errors_name_the_file_and_field(tmp_path):
-    from negolib.errors import ValidationError
+    from negolib.core.errors import ValidationError
     from negolib.params import load_params
 
     (tmp_path / "a.yaml").write_text("extends: b.yaml\nprofile: a\n")
@@ -707,7 +707,7 @@ def test_extends_errors_name_the_file_and_field(tmp_path):
 
 
 def test_merge_overrides_replaces_lists_and_scalars():
-    from negolib.files import merge_overrides
+    from negolib.core.files import merge_overrides
 
     assert merge_overrides({"a": {"x": 1, "y": [1, 2]}, "b": 2}, {"a": {"y": [3]}, "c": 4}) == \
         {"a": {"x": 1, "y": [3]}, "b": 2, "c": 4}

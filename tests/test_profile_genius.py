@@ -13,10 +13,17 @@ import pytest
 import yaml
 
 from negolib.agents.factory import build_agent
-from negolib.analysis.design import scenario_set_counts
-from negolib.efficiency import efficiency_frame, pareto_frontier, per_arm_efficiency
-from negolib.errors import ValidationError
-from negolib.evaluation import (
+from negolib.core.errors import ValidationError
+from negolib.core.transcripts import TranscriptStore
+from negolib.games.matches import read_matches
+from negolib.games.multi_issue import MultiIssueGame
+from negolib.games.multi_issue.imported import load_imported, save_scenario_file
+from negolib.games.multi_issue.utility import both_utilities
+from negolib.params import load_params, parse_params
+from negolib.profile_genius import imported_scenarios
+from negolib.study.analysis.design import scenario_set_counts
+from negolib.study.efficiency import efficiency_frame, pareto_frontier, per_arm_efficiency
+from negolib.study.evaluation import (
     build_specs,
     evaluate_arms,
     freeze,
@@ -26,15 +33,8 @@ from negolib.evaluation import (
     protocol_hash,
     protocol_to_dict,
 )
-from negolib.games.matches import read_matches
-from negolib.games.multi_issue import MultiIssueGame
-from negolib.games.multi_issue.imported import load_imported, save_scenario_file
-from negolib.games.multi_issue.utility import both_utilities
-from negolib.params import load_params, parse_params
-from negolib.profile_genius import imported_scenarios
-from negolib.report.beyond import pareto_figure
+from negolib.study.report.beyond import pareto_figure
 from negolib.tournament import run_tournament
-from negolib.transcripts import TranscriptStore
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "genius"

@@ -1,4 +1,4 @@
-"""negolib.progress: what a long library call reports for the book's heartbeat (issue 29)."""
+"""negolib.core.progress: what a long library call reports for the book's heartbeat (issue 29)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 import time
 from datetime import datetime, timedelta, timezone
 
-from negolib.book_progress import CellHeartbeat
-from negolib.progress import PROGRESS_ENV, ProgressBar, read_progress, report
+from negolib.book.progress import CellHeartbeat
+from negolib.core.progress import PROGRESS_ENV, ProgressBar, read_progress, report
 
 
 def test_report_writes_one_line_where_the_environment_says_and_nothing_otherwise(tmp_path):

@@ -242,7 +242,7 @@ def _buyer_prompts(ep: Episode, with_ledger: bool = False) -> list[str]:
 
 
 def test_off_schema_terms_cannot_forge_a_ledger_line_or_a_tag(car_scenario):
-    from negolib.chat_template import TEMPLATE_TAG_RE
+    from negolib.core.chat_template import TEMPLATE_TAG_RE
     from negolib.games.multi_issue.protocol import DISPLAY_CHARS
 
     ep = _forged_episode(car_scenario)

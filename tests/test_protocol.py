@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from negolib.chat_template import TEMPLATE_TAG_RE, clean_prose
+from negolib.core.chat_template import TEMPLATE_TAG_RE, clean_prose
 from negolib.games.multi_issue.domains import get_domain
 from negolib.games.multi_issue.protocol import (
     DISPLAY_CHARS,

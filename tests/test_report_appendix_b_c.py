@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from paper_frames import paper_setup
 
-from negolib.analysis.contrasts import design_contrasts
-from negolib.formatting import fmt_ci
-from negolib.report.appendix_b_c import figure3, figure3_points, heldout_table, shared_recipe_arms, table3, table4
-from negolib.report.booktable import BookTable
+from negolib.core.formatting import fmt_ci
+from negolib.study.analysis.contrasts import design_contrasts
+from negolib.study.report.appendix_b_c import figure3, figure3_points, heldout_table, shared_recipe_arms, table3, table4
+from negolib.study.report.booktable import BookTable
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 from paper_frames import paper_setup, played
 
-from negolib.analysis.guards import guards_frame
-from negolib.analysis.resamplers import Analysis
-from negolib.formatting import DASH
-from negolib.report.appendix_d_e import guards_display, guards_table, style_diag_table, table5, table6
+from negolib.core.formatting import DASH
+from negolib.study.analysis.guards import guards_frame
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.report.appendix_d_e import guards_display, guards_table, style_diag_table, table5, table6
 
 
 def test_table5():
@@ -64,13 +64,13 @@ def test_template_tag_guard_counts_what_the_agents_stripped_and_can_fail():
     """Tags an agent stripped from a seller reply (``tags_stripped`` in its extra) reach the turn record, the
     episode table and the per-arm guard, which fails for that arm and passes for a clean one."""
     from negolib.agents.base import Agent, AgentReply
-    from negolib.analysis.serving import serving_frame
+    from negolib.core.transcripts import episodes_frame
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import scenario_set
     from negolib.games.multi_issue.scripted import make_scripted
-    from negolib.report.appendix_d_e import template_tag_table
-    from negolib.transcripts import episodes_frame
+    from negolib.study.analysis.serving import serving_frame
+    from negolib.study.report.appendix_d_e import template_tag_table
 
     class Leaky(Agent):
         name = "leaky"

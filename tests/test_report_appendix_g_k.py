@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 from paper_frames import paper_setup
 
-from negolib.analysis.contrasts import design_contrasts
-from negolib.analysis.cost import cost_by_arm
-from negolib.formatting import DASH
+from negolib.core.formatting import DASH
 from negolib.params import load_params
-from negolib.report.appendix_g_k import cost_display, cost_table, mc_error_table, table7
+from negolib.study.analysis.contrasts import design_contrasts
+from negolib.study.analysis.cost import cost_by_arm
+from negolib.study.report.appendix_g_k import cost_display, cost_table, mc_error_table, table7
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,18 +9,18 @@ import pandas as pd
 import pytest
 from paper_frames import played
 
-from negolib.analysis.arms import compute_results
-from negolib.analysis.beyond import (
+from negolib.core.formatting import DASH
+from negolib.games.multi_issue.metrics import synthetic_episodes
+from negolib.params import load_params
+from negolib.study.analysis.arms import compute_results
+from negolib.study.analysis.beyond import (
     fixed_opening_contrasts,
     scripted_baseline_contrasts,
     seeds_scaffold_arms,
     turn_order_contrasts,
 )
-from negolib.analysis.resamplers import Analysis
-from negolib.formatting import DASH
-from negolib.games.multi_issue.metrics import synthetic_episodes
-from negolib.params import load_params
-from negolib.report.beyond import (
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.report.beyond import (
     efficiency_table,
     fixed_openings_table,
     pareto_figure,

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from paper_frames import paper_setup
 
-from negolib.formatting import DASH, fmt_ci
-from negolib.report.appendix_b_c import table4
-from negolib.report.booktable import BookTable, fmt_paper, simple_table
+from negolib.core.formatting import DASH, fmt_ci
+from negolib.study.report.appendix_b_c import table4
+from negolib.study.report.booktable import BookTable, fmt_paper, simple_table
 
 
 def test_booktable_renders_and_saves(tmp_path):

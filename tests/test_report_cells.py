@@ -6,8 +6,15 @@ import math
 
 import pandas as pd
 
-from negolib.formatting import DASH
-from negolib.report.cells import contrast_cell, contrast_data, contrast_marks, estimate_cell, fmt_count, marked_lookup
+from negolib.core.formatting import DASH
+from negolib.study.report.cells import (
+    contrast_cell,
+    contrast_data,
+    contrast_marks,
+    estimate_cell,
+    fmt_count,
+    marked_lookup,
+)
 
 
 def _contrasts() -> pd.DataFrame:

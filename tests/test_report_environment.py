@@ -5,7 +5,7 @@ from __future__ import annotations
 from paper_frames import played
 
 from negolib.games.multi_issue.domains import load_domains
-from negolib.report.environment import domain_table, domains_overview, figure1, ledger_frames
+from negolib.study.report.environment import domain_table, domains_overview, figure1, ledger_frames
 
 
 def test_domain_tables():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from paper_frames import paper_setup
 
-from negolib.report.evaluation import pilot_gate_table
+from negolib.study.report.evaluation import pilot_gate_table
 
 
 def test_pilot_gate_beside_the_papers_cell():

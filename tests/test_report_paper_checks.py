@@ -1,14 +1,14 @@
-"""The tables of negolib.report.paper_checks: ours beside the paper's values, paper-only rows saying why."""
+"""The tables of negolib.study.report.paper_checks: ours beside the paper's values, paper-only rows saying why."""
 
 from __future__ import annotations
 
 import pandas as pd
 from paper_frames import paper_setup
 
-from negolib.analysis.read_points import adjacent_reads, held_out_mc_band, turn_ranges
-from negolib.analysis.serving import size_topology
-from negolib.analysis.transcript_checks import nodeal_counters, turn_totals
-from negolib.report.paper_checks import (
+from negolib.study.analysis.read_points import adjacent_reads, held_out_mc_band, turn_ranges
+from negolib.study.analysis.serving import size_topology
+from negolib.study.analysis.transcript_checks import nodeal_counters, turn_totals
+from negolib.study.report.paper_checks import (
     NOT_HERE,
     adjacent_reads_table,
     app_a_shares_table,

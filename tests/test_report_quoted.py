@@ -6,18 +6,18 @@ from __future__ import annotations
 from paper_frames import ROOT, paper_setup
 from test_analysis_quoted import known_frame
 
-from negolib.analysis.contrasts import held_out_contrasts, held_out_extension_trigger
-from negolib.analysis.quoted import quoted_contrasts
-from negolib.analysis.resamplers import Analysis
 from negolib.games.multi_issue.metrics import synthetic_episodes
 from negolib.params import load_params
-from negolib.report.appendix_b_c import extension_trigger_table
-from negolib.report.quoted import NOT_RUN, PAPER_PATHS, SECTIONS, quoted_table, rerun_table
+from negolib.study.analysis.contrasts import held_out_contrasts, held_out_extension_trigger
+from negolib.study.analysis.quoted import quoted_contrasts
+from negolib.study.analysis.resamplers import Analysis
+from negolib.study.report.appendix_b_c import extension_trigger_table
+from negolib.study.report.quoted import NOT_RUN, PAPER_PATHS, SECTIONS, quoted_table, rerun_table
 
 
 def test_every_quoted_key_has_a_paper_value():
     _, paper, _, _ = paper_setup()
-    from negolib.analysis.quoted import QUOTED
+    from negolib.study.analysis.quoted import QUOTED
     for q in QUOTED:
         assert paper.get(*PAPER_PATHS[q.key]) is not None, q.key
 
@@ -93,7 +93,7 @@ def test_diagnostic_tables_put_the_papers_values_beside_ours():
     import numpy as np
     import pandas as pd
 
-    from negolib.report.quoted import (
+    from negolib.study.report.quoted import (
         deal_rate_domain_table,
         gain_shares_table,
         integrative_table,

@@ -7,11 +7,18 @@ import pandas as pd
 import pytest
 from paper_frames import paper_setup
 
-from negolib.analysis.contrasts import design_contrasts
-from negolib.formatting import DASH
-from negolib.report.appendix_g_k import table9
-from negolib.report.cells import contrast_data
-from negolib.report.results import figure2, frontier_table, openings_book_table, primary_family_table, table1, table2
+from negolib.core.formatting import DASH
+from negolib.study.analysis.contrasts import design_contrasts
+from negolib.study.report.appendix_g_k import table9
+from negolib.study.report.cells import contrast_data
+from negolib.study.report.results import (
+    figure2,
+    frontier_table,
+    openings_book_table,
+    primary_family_table,
+    table1,
+    table2,
+)
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +169,8 @@ def test_table2_shows_the_papers_marks_as_printed(setup):
 
 def test_every_paper_interval_with_a_zero_bound_has_its_printed_mark(setup):
     """No paper mark is re-derived from a bound that rounds to zero: each such interval of Table 2/9 has its
-    printed mark (beside it in paper_reported.yaml, or in negolib.paper.PRINTED_MARKS)."""
-    from negolib.paper import PRINTED_MARKS
+    printed mark (beside it in paper_reported.yaml, or in negolib.study.paper.PRINTED_MARKS)."""
+    from negolib.study.paper import PRINTED_MARKS
 
     _, paper, _, _, _ = setup
     for role, sizes in (paper.get("table2") or {}).items():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from paper_frames import paper_setup
 
-from negolib.formatting import DASH
+from negolib.core.formatting import DASH
 from negolib.params import load_params
-from negolib.report.setup import arm_matrix, recipe_table, sampling_table, scenario_set_table, table8
+from negolib.study.report.setup import arm_matrix, recipe_table, sampling_table, scenario_set_table, table8
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from paper_frames import paper_setup
 
-from negolib.analysis.training import training_summary
-from negolib.formatting import DASH
-from negolib.report.training import ladder_curves, ladder_table, training_curves, training_table
+from negolib.core.formatting import DASH
+from negolib.study.analysis.training import training_summary
+from negolib.study.report.training import ladder_curves, ladder_table, training_curves, training_table
 
 
 def _lines(ax) -> dict[str, object]:
@@ -22,7 +22,7 @@ def test_training_curves_draw_the_episode_spread_and_a_rolling_mean():
     import matplotlib
 
     matplotlib.use("Agg")
-    from negolib.diagnostics import rolling_step_means
+    from negolib.study.diagnostics import rolling_step_means
 
     steps = np.arange(1, 7)
     log = pd.DataFrame({"step": steps, "reward": steps / 10, "score": steps / 8, "deal_rate": 0.5,

@@ -12,10 +12,10 @@ import time
 import pytest
 
 from negolib.agents.base import Agent, AgentReply
+from negolib.core.transcripts import TranscriptStore, record_key
 from negolib.games.multi_issue.rollout import make_specs, play_one, run_episodes
 from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
-from negolib.transcripts import TranscriptStore, record_key
 
 SCEN = scenario_set(eval_seeds(4), ["car", "job_offer"])
 
@@ -90,7 +90,7 @@ SLOW_RUN = textwrap.dedent("""
     from negolib.agents.base import Agent
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
-    from negolib.transcripts import TranscriptStore
+    from negolib.core.transcripts import TranscriptStore
 
     class Slow(Agent):
         name = "slow"
@@ -259,12 +259,12 @@ def test_a_malformed_reply_is_an_error_row_not_an_unreadable_record(tmp_path, ba
 
 def test_run_episodes_holds_the_run_lock_of_its_store(tmp_path):
     """A direct caller of run_episodes is protected too: a second run on the same file refuses."""
+    from negolib.core.transcripts import RunLockedError, TranscriptStore
     from negolib.games.multi_issue.domains import get_domain
     from negolib.games.multi_issue.env import EnvConfig
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.games.multi_issue.scenarios import make_scenario
     from negolib.games.multi_issue.scripted import make_scripted
-    from negolib.transcripts import RunLockedError, TranscriptStore
 
     path = tmp_path / "t.jsonl"
     holder = TranscriptStore(path)

@@ -8,11 +8,11 @@ import json
 import pandas as pd
 import pytest
 
+from negolib.core.transcripts import TranscriptError, TranscriptStore
 from negolib.games.multi_issue.rollout import make_specs, run_episodes
 from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
 from negolib.training.runlog import RunLog, append_records, prune_transcripts
-from negolib.transcripts import TranscriptError, TranscriptStore
 
 
 def _torn(path, text='{"step": 3, "loss": 0.'):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from negolib.sampling import PAPER_SAMPLING, SamplingConfig, sampling_problems
+from negolib.core.sampling import PAPER_SAMPLING, SamplingConfig, sampling_problems
 
 
 def test_paper_defaults_are_valid():

@@ -1,4 +1,4 @@
-"""The one validator (negolib.schema): every rule, with errors naming the file and the dotted field."""
+"""The one validator (negolib.core.schema): every rule, with errors naming the file and the dotted field."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Literal
 
 import pytest
 
-from negolib.errors import ValidationError
-from negolib.schema import build, convert, type_name
+from negolib.core.errors import ValidationError
+from negolib.core.schema import build, convert, type_name
 
 
 @dataclass(frozen=True)

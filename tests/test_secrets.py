@@ -7,7 +7,15 @@ import pickle
 
 import pytest
 
-from negolib.secrets import REDACTED, MissingKeyError, RedactingFilter, Secret, install_redaction, redact, require_key
+from negolib.core.secrets import (
+    REDACTED,
+    MissingKeyError,
+    RedactingFilter,
+    Secret,
+    install_redaction,
+    redact,
+    require_key,
+)
 
 KEY = "sk-test-SENTINEL-0123456789abcdef"
 

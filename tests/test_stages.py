@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from negolib.book import open_book
+from negolib.book.context import open_book
 from negolib.games import training as shared
 from negolib.games.base import StudyTable
 from negolib.games.bilateral import study as bilateral_study
@@ -22,7 +22,7 @@ from negolib.games.multi_product import study as multi_product_study
 from negolib.games.multi_product import training as multi_product_training
 from negolib.games.sft import SFTConfig, SFTResult
 from negolib.params import load_params
-from negolib.report.booktable import BookTable
+from negolib.study.report.booktable import BookTable
 from negolib.training.grpo import TrainResult
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.multitest import multipletests
 
-from negolib.formatting import fmt_ci
+from negolib.core.formatting import fmt_ci
 from negolib.games.multi_issue.metrics import METRICS, buyer_split, synthetic_episodes
-from negolib.paired import (
+from negolib.stats import ClusterResampler, count_p, holm, inversion_p, summarize
+from negolib.study.paired import (
     arm_estimate,
     cluster_sums,
     contrast_table,
@@ -22,7 +23,6 @@ from negolib.paired import (
     paired_contrast,
     refine_near_zero,
 )
-from negolib.stats import ClusterResampler, count_p, holm, inversion_p, summarize
 
 
 @pytest.fixture(scope="module")
@@ -412,8 +412,8 @@ def test_cluster_bootstrap_covers_and_naive_undercovers() -> None:
 
 def test_contrast_difference_of_gains_equals_direct_contrast_on_shared_resamples():
     from negolib.games.multi_issue.metrics import synthetic_episodes
-    from negolib.paired import contrast_difference, paired_contrast
     from negolib.stats import ClusterResampler
+    from negolib.study.paired import contrast_difference, paired_contrast
 
     df = synthetic_episodes(["base", "small", "large"], [0.0, 0.02, 0.06], n_seeds=24, seed=3)
     rs = ClusterResampler.from_frame(df, n_resamples=2_000, seed=11)
@@ -441,8 +441,8 @@ def test_minimum_detectable_effect_matches_statsmodels_paired_t_power(n_clusters
 
 
 def test_minimum_detectable_effect_edges_and_the_contrast_table_column():
-    from negolib.paired import contrast_se
     from negolib.stats import minimum_detectable_effect
+    from negolib.study.paired import contrast_se
 
     assert np.isnan(minimum_detectable_effect(0.0, 10)) and np.isnan(minimum_detectable_effect(0.1, 1))
     assert minimum_detectable_effect(0.2, 10) == pytest.approx(2 * minimum_detectable_effect(0.1, 10))

@@ -14,7 +14,6 @@ import scipy.stats
 
 from negolib import stats
 from negolib.games.multi_issue.metrics import buyer_split, synthetic_episodes
-from negolib.paired import contrast_table, paired_contrast
 from negolib.stats import (
     FEW_CLUSTERS,
     ClusterResampler,
@@ -23,6 +22,7 @@ from negolib.stats import (
     signflip_diffs,
     summarize,
 )
+from negolib.study.paired import contrast_table, paired_contrast
 
 
 def _brute_force(d: np.ndarray) -> float:

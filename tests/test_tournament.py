@@ -19,7 +19,7 @@ import pytest
 from negolib.cli import main
 from negolib.games import REGISTRY, get_game
 from negolib.games.base import Game, Payoffs, UnknownAgent
-from negolib.report.tournament import (
+from negolib.study.report.tournament import (
     agent_summary_display,
     cross_table_display,
     cross_table_figure,

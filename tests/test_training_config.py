@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.training.config import LR_ARMS, TrainConfig
 
 
@@ -82,8 +82,8 @@ def test_bad_params_name_the_field(params, field):
 
 
 def test_decoding_is_the_one_sampling_schema():
-    """The recipe's decoding fields are checked by, and handed on as, negolib.sampling's one schema."""
-    from negolib.sampling import Decoding, SamplingConfig, sampling_problems
+    """The recipe's decoding fields are checked by, and handed on as, negolib.core.sampling's one schema."""
+    from negolib.core.sampling import Decoding, SamplingConfig, sampling_problems
 
     c = TrainConfig(temperature=0.7, top_p=0.9, top_k=0, max_new_tokens=128)  # top_k 0: the filter off
     assert c.decoding == Decoding(0.7, 0.9, 0, 128)

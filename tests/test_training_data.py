@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.training import draw_buyer, env_config, scenario_items, training_domains
 from negolib.training.config import TrainConfig
 from negolib.training.data import buyer_shares, item_rows

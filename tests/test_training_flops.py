@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.training.flops import (
     PAPER_RELATIVE_FLOPS,
     PAPER_SIZES,

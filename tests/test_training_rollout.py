@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from negolib.agents.base import Agent, AgentReply  # noqa: E402
-from negolib.chat_template import derive_turn_tags, encode_chat, encode_text  # noqa: E402
+from negolib.core.chat_template import derive_turn_tags, encode_chat, encode_text  # noqa: E402
+from negolib.core.transcripts import SCHEMA_VERSION  # noqa: E402
 from negolib.games.multi_issue.prompts import render_messages  # noqa: E402
 from negolib.games.multi_issue.scripted import make_scripted  # noqa: E402
 from negolib.games.multi_issue.training import env_config, paper_episodes, scenario_items  # noqa: E402
@@ -21,7 +22,6 @@ from negolib.training.rollout import (  # noqa: E402
     RolloutEngine,
     RolloutLimits,
 )
-from negolib.transcripts import SCHEMA_VERSION  # noqa: E402
 
 torch.set_num_threads(1)
 CFG = TrainConfig(
@@ -241,7 +241,7 @@ def test_evaluation_scaffold_and_buyer_opens(tok, tags):
 
 def test_real_model_generation_is_kept_as_sampled(tok, tags):
     from negolib.agents.hf_agent import HFAgent
-    from negolib.sampling import SamplingConfig
+    from negolib.core.sampling import SamplingConfig
 
     model, tok2 = tiny_causal_lm(seed=1)
     agent = HFAgent(model, tok2, SamplingConfig(max_new_tokens=6, seed=3), scaffold="training", render=render_messages)

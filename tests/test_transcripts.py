@@ -8,10 +8,7 @@ import multiprocessing as mp
 
 import pytest
 
-from negolib.games.multi_issue.rollout import make_specs, run_episodes
-from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
-from negolib.games.multi_issue.scripted import make_scripted
-from negolib.transcripts import (
+from negolib.core.transcripts import (
     SCHEMA_VERSION,
     RunLockedError,
     RunSettings,
@@ -22,6 +19,9 @@ from negolib.transcripts import (
     record_key,
     validate_record,
 )
+from negolib.games.multi_issue.rollout import make_specs, run_episodes
+from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
+from negolib.games.multi_issue.scripted import make_scripted
 
 
 def _records(n=4, arm="a"):

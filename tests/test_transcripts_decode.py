@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-import negolib.transcripts as tr
-from negolib.transcripts import TranscriptError, decode_line
+import negolib.core.transcripts as tr
+from negolib.core.transcripts import TranscriptError, decode_line
 
 LINES = [
     b'{"a": 1, "b": [1.5, -0.0, 1e-300, 0.0001013027327258794], "c": "\\u00e9t\\u00e9 \\ud83d\\ude00"}\n',
@@ -48,7 +48,7 @@ def test_orjson_is_installed_for_the_fast_path():
 
 def test_an_integer_beyond_64_bits_fails_validation_instead_of_reading_as_another_number(tmp_path):
     """orjson reads 2**70 as a float; the record's integer fields are type-checked, so the line is refused."""
-    from negolib.transcripts import TranscriptStore
+    from negolib.core.transcripts import TranscriptStore
 
     good = tmp_path / "good.jsonl"
     TranscriptStore(good).append([_record()])

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from negolib.book import open_book
+from negolib.book.context import open_book
+from negolib.book.widgets import BuyerSession, EpisodeExplorer, counter_terms, initial_values, term_step
 from negolib.games.multi_issue.domains import get_domain
-from negolib.widgets import BuyerSession, EpisodeExplorer, counter_terms, initial_values, term_step
 
 ipywidgets = pytest.importorskip("ipywidgets")
 
@@ -165,7 +165,7 @@ def test_explorer_widget_builds_plays_and_steps(book):
 
 
 def test_transcript_lines_show_the_buyers_terms_but_not_the_sellers_json(book):
-    from negolib.widgets import _action_text
+    from negolib.book.widgets import _action_text
 
     s = BuyerSession(book, "boulware", "car", 5_000_053)
     s.buyer_turn("A lower price.", {"price": 30.0})

@@ -6,7 +6,7 @@ flight. Transient failures (429, 5xx, 529 "overloaded", timeouts, connection res
 invalid bodies) are retried with exponential backoff and full jitter (a server's ``retry-after``
 is honoured as a floor); the SDK's own retries are off so this policy is the one in force. A
 parameter the provider rejects (a 400/422 naming it) is recorded, dropped for every later call
-and reported through :func:`negolib.sampling.warn_drift` [App. A "Sampling"]. A view that still
+and reported through :func:`negolib.core.sampling.warn_drift` [App. A "Sampling"]. A view that still
 fails after the retry budget gets ``AgentReply(error=...)``: the rollout engine writes an error row
 that a re-run completes [App. K]. Nothing here raises for one failing episode.
 
@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from negolib.agents.base import Agent, AgentReply, Render, View, require_render
-from negolib.sampling import Decoding, SamplingConfig, derive_seed, warn_drift
-from negolib.secrets import RedactingFilter, Secret, redact, require_key
+from negolib.core.sampling import Decoding, SamplingConfig, derive_seed, warn_drift
+from negolib.core.secrets import RedactingFilter, Secret, redact, require_key
 from negolib.training.config import Scaffold
 
 log = logging.getLogger(__name__)

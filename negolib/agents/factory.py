@@ -8,7 +8,7 @@ never touches them. Loaded local models are shared through a :class:`ModelCache`
 parties use the same weights.
 
 A profile's ``trained`` arms (a training run's checkpoint) and ``fixed_opening`` arms (another arm
-whose first turn is replaced) are built by :func:`negolib.training.runs.build_agent`, which knows where
+whose first turn is replaced) are built by :func:`negolib.study.runs.build_agent`, which knows where
 runs write and hands the weights to :func:`local_agent` here. Beyond the paper, :class:`FixedOpeningAgent`
 replaces an agent's first turn with a fixed opening (name nothing, name the seller's best contract, or a
 contract at a set utility), the test App. A asks for: does the opening cause the trained sellers' gain?
@@ -30,16 +30,16 @@ from negolib.agents.base import Agent, AgentReply
 from negolib.agents.hf_agent import HFAgent
 from negolib.agents.openai_agent import OpenAIAgent
 from negolib.agents.vllm_agent import VLLMAgent  # vllm itself is imported when an agent is built
+from negolib.core.sampling import SamplingConfig
 from negolib.games.multi_issue.env import PartyView
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.scripted import concession_bid, make_scripted
 from negolib.games.multi_issue.utility import best_contract
 from negolib.models import load_causal_lm, resolve_model_path, tiny_causal_lm
 from negolib.params import DTYPES, OPENINGS, AgentSpec, Params, check_opening, opening_source, spec_problems
-from negolib.sampling import SamplingConfig
 
 PROFILE_BACKENDS = ("trained", "fixed_opening")
-"""Backends built from a whole profile (a run's checkpoint, another arm): :func:`negolib.training.runs.build_agent`."""
+"""Backends built from a whole profile (a run's checkpoint, another arm): :func:`negolib.study.runs.build_agent`."""
 
 
 def check_spec(name: str, spec: AgentSpec) -> None:
@@ -113,7 +113,7 @@ def local_folder(spec: AgentSpec, params: Params | None = None) -> str:
 
 
 def sampling_config(spec: AgentSpec, seed: int = 0) -> SamplingConfig:
-    """The :class:`negolib.sampling.SamplingConfig` an LM backend sends for ``spec``."""
+    """The :class:`negolib.core.sampling.SamplingConfig` an LM backend sends for ``spec``."""
     return SamplingConfig.seeded(spec.sampling, seed)
 
 
@@ -144,7 +144,7 @@ def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | N
 
     ``seed`` seeds the agent's own randomness (prose variety, sampling); ``role`` ("seller"/
     "buyer") is passed to backends that render role-specific prompts. ``trained`` and ``fixed_opening``
-    specs are a profile's: :func:`negolib.training.runs.build_agent` builds them.
+    specs are a profile's: :func:`negolib.study.runs.build_agent` builds them.
     """
     check_spec(name, spec)
     b = spec.backend
@@ -156,7 +156,7 @@ def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | N
         return _api_agent(name, spec, seed, role)
     if b in PROFILE_BACKENDS:
         raise ValueError(f"agent {name!r}: a {b!r} spec is built from its profile by "
-                         "negolib.training.runs.build_agent")
+                         "negolib.study.runs.build_agent")
     raise ValueError(f"agent {name!r}: unknown backend {b!r}")
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply, Render, View, require_render
-from negolib.chat_template import TurnTags, decode_turn_counted, derive_turn_tags, encode_chat
+from negolib.core.chat_template import TurnTags, decode_turn_counted, derive_turn_tags, encode_chat
+from negolib.core.sampling import SamplingConfig, derive_seed
 from negolib.models import load_causal_lm, prefill_kwargs
-from negolib.sampling import SamplingConfig, derive_seed
 from negolib.training.config import Scaffold
 
 TRAINING_PROMPT_CAP = 2048

@@ -16,8 +16,8 @@ from typing import Any
 
 from negolib.agents.base import Agent, AgentReply, Render, View, require_render
 from negolib.agents.hf_agent import EVAL_CONTEXT_TOKENS, cap_bound, context_prompt_cap, fit_prompt, model_context_length
-from negolib.chat_template import TurnTags, decode_turn_counted, derive_turn_tags
-from negolib.sampling import SamplingConfig, derive_seed
+from negolib.core.chat_template import TurnTags, decode_turn_counted, derive_turn_tags
+from negolib.core.sampling import SamplingConfig, derive_seed
 from negolib.training.config import Scaffold
 
 VLLM_MISSING = "vllm is a GPU-only extra: pip install negolib[gpu]"

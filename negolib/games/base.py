@@ -100,7 +100,8 @@ class Game(ABC):
 @dataclass(frozen=True)
 class StudyTable:
     """A table a game's study module computes for the book (which saves and shows it as a
-    :class:`negolib.report.booktable.BookTable`): its file name, title, display frame, caption and tidy numbers."""
+    :class:`negolib.study.report.booktable.BookTable`): its file name, title, display frame, caption and tidy
+    numbers."""
 
     name: str
     title: str

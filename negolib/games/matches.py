@@ -2,7 +2,7 @@
 
 It lives with what the games share so that the tournament and the games' own readers (:mod:`negolib.games.sft`)
 read it through this one reader. Contract: :func:`read_lines` reads ``matches.jsonl`` strictly: each line is
-decoded by the transcripts' reader (valid UTF-8, strict JSON: :func:`negolib.transcripts.decode_line`) and its
+decoded by the transcripts' reader (valid UTF-8, strict JSON: :func:`negolib.core.transcripts.decode_line`) and its
 fields typed (:meth:`MatchRecord.from_obj`); :func:`check_lines` checks each episode record with the game
 (:meth:`Game.check_record`, then :meth:`Game.payoffs`: finite payoffs in [0, 1]). Any problem is a
 :class:`TournamentError` whose message starts ``FILE:LINE:``; a torn last line (no newline, left by a kill) is not
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from negolib.errors import NegolibError
-from negolib.files import drop_partial_tail
+from negolib.core.errors import NegolibError
+from negolib.core.files import drop_partial_tail
+from negolib.core.transcripts import TranscriptError, decode_line, settings_diff
 from negolib.games.base import Game
 from negolib.games.records import RecordProblem, show
-from negolib.transcripts import TranscriptError, decode_line, settings_diff
 
 MATCHES_FILE = "matches.jsonl"
 EpisodeKey = tuple[str, str, str]

@@ -123,7 +123,7 @@ def sft_examples(source: str | Path | Iterable[Any], payoff: Callable[[Record], 
 def encode_conversation(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> tuple[list[int], list[int]]:
     """(ids, assistant mask) of a chat: the template's render without a generation prompt, tokenized once; the mask
     is 1 on the tokens of each assistant message's content and its end-of-turn token, 0 elsewhere."""
-    from negolib.chat_template import derive_turn_tags, render_chat
+    from negolib.core.chat_template import derive_turn_tags, render_chat
 
     msgs = [dict(m) for m in messages]
     full = render_chat(tokenizer, msgs, add_generation_prompt=False)

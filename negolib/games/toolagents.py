@@ -22,10 +22,10 @@ from negolib.agents.api_agent import ChatJob, Completion, RetryPolicy
 from negolib.agents.base import Agent, AgentReply
 from negolib.agents.hf_agent import DEFAULT_PROMPT_CAP, HFAgent, PromptTruncationWarning
 from negolib.agents.openai_agent import OpenAIAgent
-from negolib.chat_template import encode_text, special_token_texts, strip_template_tags
+from negolib.core.chat_template import encode_text, special_token_texts, strip_template_tags
+from negolib.core.sampling import SamplingConfig, derive_seed
 from negolib.games.toolcalls import CLOSE_TAG, OPEN_TAG, ToolFormat, function_tool
 from negolib.models import LOCAL_MODELS, load_causal_lm
-from negolib.sampling import SamplingConfig, derive_seed
 
 LM_BACKENDS = ("hf", "openai", "anthropic")
 LM_FORMS = ("hf:<path>", "openai:<model>", "anthropic:<model>")

@@ -2,7 +2,7 @@
 
 Contract: :func:`extract` reads a turn on every surface (a :class:`StructuredTurn` of SDK calls: OpenAI dicts or
 objects, Anthropic ``tool_use`` blocks, :class:`ToolCall`; or text with JSON calls bare, fenced or in ``<tool_call>``
-tags) into an :class:`Extracted`: the cleaned prose (:mod:`negolib.crossing`: the text is scrubbed before a tag is
+tags) into an :class:`Extracted`: the cleaned prose (:mod:`negolib.core.crossing`: the text is scrubbed before a tag is
 read; what is left after the calls is cleaned of template and tool-call tags alike), the call candidates as (name,
 arguments) pairs or :class:`Malformed` (why one is unreadable), a surface error, and the structured calls as
 JSON-ready transcript data.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from negolib.agents.base import AgentReply
-from negolib.crossing import clean_prose, one_line, scrub
+from negolib.core.crossing import clean_prose, one_line, scrub
 
 MAX_TEXT_CHARS = 16_000
 OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"

@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 
 from negolib.agents.base import AgentReply
+from negolib.core.sampling import SamplingConfig
 from negolib.games.seeds import SeedBlocks
 from negolib.games.sft import SFTConfig, SFTResult, run_sft
 from negolib.games.toolagents import LMOptions
 from negolib.games.toolcalls import StructuredTurn, reply_turn
-from negolib.sampling import SamplingConfig
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from negolib.agents.base import AgentReply, act_contained, error_text, reply_problem
-from negolib.progress import ProgressBar as tqdm
+from negolib.core.progress import ProgressBar as tqdm
 
 
 class WaveEpisode(Protocol):

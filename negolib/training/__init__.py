@@ -10,9 +10,10 @@
 * :mod:`schedule`: warmup-cosine with a floor, continuations;
 * :mod:`flops`: App. I FLOP accounting and Table 8;
 * :mod:`checkpoints`: atomic checkpoint directories and resume;
-* :mod:`runlog`: per-step training logs and training transcripts;
-* :mod:`ladder`: the learning ladder's CI rung and its sabotaged twins;
-* :mod:`runs`: a profile's training runs, their arms and agents (the study level).
+* :mod:`runlog`: per-step training logs and training transcripts.
+
+The study level (a profile's training runs, their arms and agents; the learning ladder and the matched lesson) is
+the paper's study's: :mod:`negolib.study.runs`, :mod:`negolib.study.ladder`, :mod:`negolib.study.lesson`.
 
 Torch, transformers and TRL are imported only when a run is built.
 """

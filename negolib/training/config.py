@@ -3,8 +3,8 @@ warm-up before it *(ours)*.
 
 Every default of :class:`TrainConfig` is the paper's unless marked *(ours)*. Any field of either can
 be overridden from a params dict (``TrainConfig.from_params``, ``WarmupConfig.from_params``); an
-unknown key or a value of the wrong type is a :class:`negolib.errors.ValidationError` naming the field
-and what is allowed; the decoding values are checked by :func:`negolib.sampling.sampling_problems`, the rules'
+unknown key or a value of the wrong type is a :class:`negolib.core.errors.ValidationError` naming the field
+and what is allowed; the decoding values are checked by :func:`negolib.core.sampling.sampling_problems`, the rules'
 one owner. This module imports only negolib's errors, schema and sampling, so that the profile loader
 (:mod:`negolib.params`) can check a profile's recipes at load.
 """
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from negolib.errors import ValidationError
-from negolib.sampling import Decoding, sampling_problems
-from negolib.schema import build
+from negolib.core.errors import ValidationError
+from negolib.core.sampling import Decoding, sampling_problems
+from negolib.core.schema import build
 
 Scaffold = Literal["training", "evaluation"]
 Backend = Literal["auto", "hf", "vllm"]
@@ -152,7 +152,7 @@ class TrainConfig:
         if self.rollouts_per_scenario < 2:
             raise ValidationError(src, "rollouts_per_scenario", "GRPO needs >= 2 rollouts per scenario")
         for name, problem in sampling_problems(self.temperature, self.top_p, self.top_k, self.max_new_tokens):
-            raise ValidationError(src, name, problem)  # the decoding rules' one owner: negolib.sampling
+            raise ValidationError(src, name, problem)  # the decoding rules' one owner: negolib.core.sampling
         for name in ("learning_rate", "lr_multiplier"):
             if not getattr(self, name) > 0:
                 raise ValidationError(src, name, f"must be > 0, got {getattr(self, name)}")
@@ -205,7 +205,7 @@ class TrainConfig:
     @property
     def decoding(self) -> Decoding:
         """The rollouts' decoding settings (temperature, top-p, top-k, new tokens a turn) as the one schema
-        every backend takes (:class:`negolib.sampling.Decoding`; add a seed with ``SamplingConfig.seeded``)."""
+        every backend takes (:class:`negolib.core.sampling.Decoding`; add a seed with ``SamplingConfig.seeded``)."""
         return Decoding(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
 
     @property
@@ -321,7 +321,7 @@ class LessonConfig:
     A profile's ``lesson:`` section. Training and evaluation share the game's rules (ACCEPT terms handled as
     ``accept_applies_terms`` says, in both), the prompt scaffold, the buyer and its stated acceptance rule, the
     horizon and the domain; the evaluation plays reserved evaluation seeds of that domain, paired (both arms on the
-    same scenarios with common sampling seeds). The buyer (:class:`negolib.training.ladder.AcceptingBuyer`) accepts
+    same scenarios with common sampling seeds). The buyer (:class:`negolib.study.ladder.AcceptingBuyer`) accepts
     the seller's opening COUNTER when it names at least ``min_valid_terms`` of the contract's terms in range, and
     otherwise there is no deal (S = -0.3): each term named at the seller's best value raises the seller's utility
     (an unnamed term counts at half its weight), so what pays is reading the brief and opening firm on the terms

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 
 
 def step_flops(n_params: float, d_gen: float, d_train: float, ref_forward: bool = False) -> float:

@@ -58,10 +58,10 @@ from typing import Any
 
 from negolib.agents.base import Agent
 from negolib.agents.hf_agent import HFAgent
-from negolib.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
-from negolib.files import atomic_write_text, locked_append
+from negolib.core.chat_template import TurnTags, assert_roundtrip, derive_turn_tags
+from negolib.core.files import atomic_write_text, locked_append
+from negolib.core.sampling import SamplingConfig
 from negolib.models import resolve_model_path
-from negolib.sampling import SamplingConfig
 from negolib.training.checkpoints import last_checkpoint, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, item_rows

@@ -13,7 +13,7 @@ from typing import Any
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from negolib.progress import report
+from negolib.core.progress import report
 from negolib.training.advantages import loo_advantages_torch
 from negolib.training.checkpoints import publish, rotate
 from negolib.training.config import TrainConfig

@@ -16,7 +16,7 @@ turn, of
 * the environment's tokens (``env_mask`` 0, log-probability 0): the rest of the assistant-turn
   close after the seller's stop token, the user-turn tags around the buyer's turn as the prompt
   scaffold renders it, and the next generation prompt (tags derived from the tokenizer,
-  :mod:`negolib.chat_template`).
+  :mod:`negolib.core.chat_template`).
 
 Seller text is decoded only to drive the environment; the ids it came from are kept as sampled and
 never re-tokenized. The trajectory ends on the seller's last end-of-turn token (appended as an
@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from negolib.agents.base import Agent, AgentReply, Render, act_contained, error_text, reply_problem
-from negolib.chat_template import TurnTags, encode_chat, strip_template_tags
-from negolib.sampling import derive_seed
+from negolib.core.chat_template import TurnTags, encode_chat, strip_template_tags
+from negolib.core.sampling import derive_seed
 from negolib.training.data import ScenarioItem
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ rewritten atomically) and the training transcripts, pruned to the resumed step b
 Both JSONL files behave like the transcript store: an append takes an exclusive ``flock``, first
 truncates a torn last line left by a crash (so a new row is never glued onto it), then writes whole
 lines and fsyncs; readers skip a torn last line with a warning, and any other bad line is a
-:class:`~negolib.transcripts.TranscriptError` naming the file and line.
+:class:`~negolib.core.transcripts.TranscriptError` naming the file and line.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from negolib.files import atomic_write_text, locked_append
-from negolib.transcripts import TranscriptError, TranscriptStore
+from negolib.core.files import atomic_write_text, locked_append
+from negolib.core.transcripts import TranscriptError, TranscriptStore
 
 
 def _read_rows(path: Path) -> tuple[list[dict[str, Any]], bool]:
@@ -90,7 +90,7 @@ class RunLog:
 
 def prune_transcripts(path: Path, max_step: int) -> None:
     """Drop training transcript rows of steps after ``max_step`` (before a resume redoes them) and a
-    torn last line; every other line is validated (:func:`negolib.transcripts.validate_record`)."""
+    torn last line; every other line is validated (:func:`negolib.core.transcripts.validate_record`)."""
     if not path.is_file():
         return
     with warnings.catch_warnings():

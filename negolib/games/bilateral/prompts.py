@@ -8,7 +8,7 @@ call had no effect. :func:`chat_messages` is the whole conversation as the party
 then per own past turn the user message it was asked with, its own reply as an assistant message with its tool
 call (``tool_calls`` plus a ``tool`` result message, or the ``<tool_call>`` text), and the current turn's user
 message. All are pure functions of a :class:`~.env.BargainView`; the counterpart's words are shown as one quoted
-line (:func:`negolib.crossing.quoted`), so they cannot pass for an offer or standing line.
+line (:func:`negolib.core.crossing.quoted`), so they cannot pass for an offer or standing line.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from negolib.crossing import quoted
+from negolib.core.crossing import quoted
 from negolib.games.bilateral.env import BargainView, HistoryEntry
 from negolib.games.bilateral.protocol import Action, format_tool_call
 from negolib.games.bilateral.tools import ACCEPT_OFFER, MAKE_OFFER, TOOLS, WALK_AWAY

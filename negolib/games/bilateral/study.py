@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from negolib.formatting import fmt_ci
+from negolib.core.formatting import fmt_ci
+from negolib.core.sampling import SamplingConfig
 from negolib.games import training as shared
 from negolib.games.base import StudyTable
 from negolib.games.bilateral.env import BilateralConfig
@@ -36,7 +37,6 @@ from negolib.games.bilateral.tools import MAX_PRICE, TOOL_NAMES
 from negolib.games.bilateral.training import play_stages, run_grpo, sft_dataset, stage_table
 from negolib.games.matches import read_matches
 from negolib.games.toolcalls import money
-from negolib.sampling import SamplingConfig
 
 THEIRS = {("SFT", "base"): "surplus share about doubles; deal rate falls",
           ("SFT+GRPO", "SFT"): "deal rate recovers; surplus share erodes"}

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from negolib.core.sampling import SamplingConfig
 from negolib.games import training as shared
 from negolib.games.bilateral.env import BilateralConfig, Episode, Role
 from negolib.games.bilateral.game import BilateralGame
@@ -48,7 +49,6 @@ from negolib.games.sft import (
     run_sft,
 )
 from negolib.games.sft import select_best as select_best_deals
-from negolib.sampling import SamplingConfig
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
 from negolib.training.grpo import TrainingTask, TrainResult

@@ -18,6 +18,7 @@ from negolib.agents.anthropic_agent import AnthropicAgent
 from negolib.agents.api_agent import Completion
 from negolib.agents.base import AgentReply
 from negolib.agents.openai_agent import OpenAIAgent
+from negolib.core.sampling import SamplingConfig
 from negolib.games.multi_buyer.env import SellerView, already_bought_error
 from negolib.games.multi_buyer.prompts import chat_messages
 from negolib.games.multi_buyer.protocol import NO_CALL_ERROR, SellerAction, parse_seller_turn
@@ -36,7 +37,6 @@ from negolib.games.toolagents import (
     split_name,
 )
 from negolib.games.toolcalls import reply_turn
-from negolib.sampling import SamplingConfig
 
 
 @dataclass(frozen=True)

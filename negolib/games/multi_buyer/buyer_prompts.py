@@ -6,7 +6,7 @@ messages). :func:`system_prompt` states the buyer's budget, that paying above it
 thread and the three tools (``accept_offer()``, ``counter_offer(price)``, ``decline()``), exactly one call per
 answer; with ``tools_in_prompt`` it embeds the schemas and asks for a ``<tool_call>`` JSON (templates without tool
 support). :func:`turn_message` gives one seller message to this buyer (its words as one quoted line,
-:func:`negolib.crossing.quoted`) and its binding offer, if any.
+:func:`negolib.core.crossing.quoted`) and its binding offer, if any.
 :func:`chat_messages` is the conversation as the buyer lived it: for each earlier time it was addressed, the
 seller's message, its answer (the call natively, or as ``<tool_call>`` text) and the call's result.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from negolib.crossing import quoted
+from negolib.core.crossing import quoted
 from negolib.games.multi_buyer.env import BuyerView, ThreadEntry
 from negolib.games.multi_buyer.protocol import BuyerAction, format_tool_call
 from negolib.games.multi_buyer.tools import ACCEPT_OFFER, COUNTER_OFFER, DECLINE, buyer_tools

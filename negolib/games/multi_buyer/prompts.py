@@ -7,8 +7,8 @@ support). :func:`turn_message` asks for one turn: the turns and items left, each
 answer, in prices, never its words) and why the last turn had no effect. :func:`chat_messages` is the conversation
 as the seller lived it, one own past turn after another: the user message it was asked with, its reply (the call
 natively, or as ``<tool_call>`` text) and the addressed buyer's answer as the call's result. All are pure functions
-of a :class:`~.env.SellerView`; a buyer's words arrive as one quoted line (:func:`negolib.crossing.quoted`), each only
-in the result of a call to that buyer.
+of a :class:`~.env.SellerView`; a buyer's words arrive as one quoted line (:func:`negolib.core.crossing.quoted`), each
+only in the result of a call to that buyer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from negolib.crossing import quoted
+from negolib.core.crossing import quoted
 from negolib.games.multi_buyer.env import Refused, SellerView, ThreadEntry
 from negolib.games.multi_buyer.protocol import SellerAction, format_tool_call
 from negolib.games.multi_buyer.scenarios import buyer_id

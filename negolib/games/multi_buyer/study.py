@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from negolib.formatting import fmt_ci
+from negolib.core.formatting import fmt_ci
+from negolib.core.sampling import SamplingConfig
 from negolib.games import training as shared
 from negolib.games.base import StudyTable
 from negolib.games.matches import read_matches
@@ -41,7 +42,6 @@ from negolib.games.multi_buyer.sellers import make_seller
 from negolib.games.multi_buyer.tools import MESSAGE_BUYER
 from negolib.games.multi_buyer.training import play_stages, run_grpo, sft_dataset, stage_table
 from negolib.games.toolcalls import money
-from negolib.sampling import SamplingConfig
 
 SHOW = {"normalised_surplus": "normalised surplus", "top_buyer_share": "deals with the top buyer",
         "exploration": "buyers explored", "overshoots": "overshoots", "deal_rate": "deal rate",

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from negolib.core.sampling import SamplingConfig
 from negolib.games import sft
 from negolib.games import training as shared
 from negolib.games.multi_buyer.buyers import ScriptedBuyers
@@ -43,7 +44,6 @@ from negolib.games.multi_buyer.scenarios import (
 )
 from negolib.games.multi_buyer.sellers import make_seller
 from negolib.games.toolcalls import StructuredTurn, reply_turn
-from negolib.sampling import SamplingConfig
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
 from negolib.training.grpo import TrainingTask, TrainResult

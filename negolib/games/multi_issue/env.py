@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from negolib.core.transcripts import SCHEMA_VERSION
 from negolib.games.multi_issue.domains import Domain
 from negolib.games.multi_issue.protocol import apply_terms, parse_action
 from negolib.games.multi_issue.scenarios import PartyPrefs, Role, Scenario, other
 from negolib.games.multi_issue.utility import contributions, discounted, normalized_utility
-from negolib.transcripts import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class Episode:
         )
 
     def record(self, **key: Any) -> dict[str, Any]:
-        """The JSON-ready transcript record of this episode (see :mod:`negolib.transcripts`)."""
+        """The JSON-ready transcript record of this episode (see :mod:`negolib.core.transcripts`)."""
         out = self.outcome
         status = "running" if out is None else ("deal" if out.deal else "no_deal")
         return {

@@ -18,7 +18,7 @@ evaluation divided by the issue's largest one.
   stem), else the first profile by name is the seller. The result is a fixed :class:`Scenario`
   (seed 0) whose domain is ``imported``; :mod:`.imported` writes and reads it as a scenario file.
 
-Malformed XML raises :class:`negolib.errors.ValidationError` naming the file and the field.
+Malformed XML raises :class:`negolib.core.errors.ValidationError` naming the file and the field.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.domains import Domain, Issue
 from negolib.games.multi_issue.scenarios import PartyPrefs, Role, Scenario
 

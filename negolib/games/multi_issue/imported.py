@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from negolib.errors import ValidationError
-from negolib.files import atomic_write_text, load_yaml
+from negolib.core.errors import ValidationError
+from negolib.core.files import atomic_write_text, load_yaml
 from negolib.games.multi_issue.domains import Domain, parse_domain
 from negolib.games.multi_issue.genius import read_genius_folder
 from negolib.games.multi_issue.scenarios import ROLES, PartyPrefs, Role, Scenario

@@ -25,7 +25,7 @@ Choices (ours):
   buyer COUNTER to accept (the fair-ACCEPT rule of :mod:`negolib.games.multi_issue.env`, ours). Such a turn is also
   one of the seller's bad parses.
 
-Column contract: the episode table of :func:`negolib.transcripts.episodes_frame` (one row per
+Column contract: the episode table of :func:`negolib.core.transcripts.episodes_frame` (one row per
 episode; ``seller_utility``/``buyer_utility``/``welfare`` NaN on no-deal).
 """
 
@@ -275,7 +275,7 @@ def synthetic_episodes(arms: Sequence[str], effects: Sequence[float] | None = No
                        domains: Sequence[str] | None = None, buyers: Sequence[str] = ("buyer_a", "buyer_b"),
                        cluster_sd: float = 0.1, scenario_sd: float = 0.1, noise_sd: float = 0.15,
                        seed: int = 0, held_out: str | None = None) -> pd.DataFrame:
-    """A synthetic episode table with the columns of :func:`negolib.transcripts.episodes_frame`.
+    """A synthetic episode table with the columns of :func:`negolib.core.transcripts.episodes_frame`.
 
     Every arm plays every (domain, seed, buyer) scenario. Latent seller quality is
     ``0.5 + effects[arm] + u_seed + v_scenario + e`` with ``u_seed ~ N(0, cluster_sd)`` shared by a

@@ -14,7 +14,7 @@ counterpart and the ledger is unchanged. Only parsed actions change the ledger, 
 Hostile output stays inside its own turn: a JSON object with a repeated key (``"action"`` twice) or a
 number too long for Python's int conversion is a bad parse, never "last key wins" or a crash; a
 number that is not a finite float (a 400-digit integer) is an invalid term, not an overflow. What
-the counterpart reads is cleaned by the games' one sanitiser (:func:`negolib.crossing.clean_prose`):
+the counterpart reads is cleaned by the games' one sanitiser (:func:`negolib.core.crossing.clean_prose`):
 chat-template and tool-call tags (together, to a fixed point, so no tag can be rebuilt from pieces),
 control, invisible, bidirectional-override and Unicode tag characters, odd line breaks made plain;
 :func:`display_text` turns a party-named off-schema name or value into a short quoted-
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from negolib.crossing import clean_prose
+from negolib.core.crossing import clean_prose
 from negolib.games.multi_issue.domains import Domain, Issue
 
 ActionKind = Literal["COUNTER", "ACCEPT"]

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.domains import Domain, load_domains
 from negolib.games.multi_issue.scenarios import Scenario, make_scenario
 
@@ -45,7 +45,7 @@ class RecordScenarios:
         return name in self.imported or name in self._domains
 
     def require(self, names: Iterable[str], where: str) -> None:
-        """Raise :class:`~negolib.errors.ValidationError` (field ``domain``) naming every name of ``names`` that
+        """Raise :class:`~negolib.core.errors.ValidationError` (field ``domain``) naming every name of ``names`` that
         does not resolve, the imported scenarios given and how to pass them; ``where``: the analysis asking."""
         unknown = sorted({str(n) for n in names if not self.known(str(n))})
         if unknown:

@@ -1,7 +1,7 @@
 """Checking a record of the paper's game read back from a tournament file.
 
 Contract: :func:`check_record` raises :class:`~negolib.games.records.RecordProblem` for the first problem of a
-record: the transcript schema (:func:`negolib.transcripts.validate_record`: types, U~ in [0, 1], S by Eq. 1), then
+record: the transcript schema (:func:`negolib.core.transcripts.validate_record`: types, U~ in [0, 1], S by Eq. 1), then
 the game's invariants: the key names the record's own domain and seed, the record was played under the game's
 environment config, and on a deal each party's U~ is that of the final ledger in the scenario the key names (an
 imported scenario's: found in ``scenarios``, discounted at the closing turn's normalised time).
@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from negolib.core.transcripts import TranscriptError, validate_record
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.env import EnvConfig
 from negolib.games.multi_issue.scenarios import Scenario, make_scenario
 from negolib.games.multi_issue.utility import both_utilities, discounted
 from negolib.games.records import RecordProblem, require, show
-from negolib.transcripts import TranscriptError, validate_record
 
 UTILITY_TOL = 1e-9
 """A recorded U~ may differ from the one recomputed from its ledger by this much (float rounding)."""

@@ -13,7 +13,7 @@ built, the agent answers (``act_batch`` raising or answering the wrong number of
 of that call is then asked alone, so one bad view costs only its own episode), or the environment
 steps (parser, ledger, closing) ends that episode as an error row (status ``error``, ``error`` =
 turn, role and exception text); the other episodes play on, and a re-run plays error rows again
-(:class:`~negolib.transcripts.TranscriptStore` counts only ``deal``/``no_deal`` as complete).
+(:class:`~negolib.core.transcripts.TranscriptStore` counts only ``deal``/``no_deal`` as complete).
 Exceptions from the caller's own ``on_turn`` callback, and KeyboardInterrupt, are not caught.
 """
 
@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from negolib.agents.base import Agent, AgentReply, act_contained, error_text, reply_problem
+from negolib.core.progress import ProgressBar as tqdm
+from negolib.core.transcripts import SCHEMA_VERSION, TranscriptStore, record_key
 from negolib.games.multi_issue.env import EnvConfig, Episode, PartyView
 from negolib.games.multi_issue.scenarios import Scenario
-from negolib.progress import ProgressBar as tqdm
-from negolib.transcripts import SCHEMA_VERSION, TranscriptStore, record_key
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
-from negolib.errors import ValidationError
+from negolib.core.errors import ValidationError
 from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.prompts import render_messages

@@ -32,7 +32,7 @@ from typing import Any
 
 from negolib.agents.base import Agent
 from negolib.agents.hf_agent import fit_prompt
-from negolib.chat_template import derive_turn_tags
+from negolib.core.chat_template import derive_turn_tags
 from negolib.games.multi_issue.env import EnvConfig, Episode
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.scripted import make_scripted
@@ -137,7 +137,7 @@ def format_warmup(model: Any, demos: Sequence[Demonstration], config: WarmupConf
     """Fine-tune ``model`` in place on ``demos``; returns one log row per optimizer step."""
     import torch
 
-    from negolib.progress import ProgressBar as tqdm
+    from negolib.core.progress import ProgressBar as tqdm
 
     if not demos:
         raise ValueError("warmup: no demonstrations")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
-from negolib.crossing import clean_prose
+from negolib.core.crossing import clean_prose
 from negolib.games.multi_buyer.env import MarketTurns, Refused
 from negolib.games.multi_product.protocol import Offer, parse_answer, parse_message
 from negolib.games.multi_product.scenarios import MarketConfig, MultiProductScenario, buyer_id, product_id

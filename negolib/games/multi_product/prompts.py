@@ -7,8 +7,8 @@ messages left, what is sold, the open products and buyers, and why the last mess
 :func:`chat_messages` is the conversation as the seller lived it: per own past message the user message it was
 asked with, its four-part text as the assistant's (a refused one as it was written, cleaned), and the addressed
 buyer's answer opening the next user message. Text only, for every backend; pure functions of a
-:class:`~.env.SellerView`; a buyer's words arrive as one quoted line (:func:`negolib.crossing.quoted`), each only in
-the answer to a message to that buyer. :func:`buyer_messages` is a buyer's one-turn prompt (its valuations, the list
+:class:`~.env.SellerView`; a buyer's words arrive as one quoted line (:func:`negolib.core.crossing.quoted`), each only
+in the answer to a message to that buyer. :func:`buyer_messages` is a buyer's one-turn prompt (its valuations, the list
 prices, its thread, the offer and its standing offers; the answer format), for a buyer the game's scripted buyers do
 not play (e.g. a policy stepping the buyer role through :mod:`negolib.envs`).
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from negolib.crossing import quoted
+from negolib.core.crossing import quoted
 from negolib.games.multi_buyer.prompts import check_past_turn, refusals_before, seller_turn_message
 from negolib.games.multi_product.env import BuyerView, SellerView, ThreadEntry
 from negolib.games.multi_product.protocol import ACCEPT, DECLINE, MAX_MESSAGE_CHARS, Offer, format_message

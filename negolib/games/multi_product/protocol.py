@@ -12,9 +12,9 @@ TO names a buyer ``buyer_<m>`` (1..M), PRODUCT a product ``product_<k>`` (1..K),
 (digits, at most two decimals, an optional leading ``$``; no commas, units, signs or exponents), MESSAGE a
 non-empty text of at most 1,000 characters in which no line starts with a part label. Anything else is a bad parse
 naming the failing part. A buyer answers ``ACCEPT`` or ``DECLINE`` on its first line, then an optional message.
-Both parsers read the text only after :func:`negolib.crossing.scrub` (line breaks made plain, control, invisible and
-bidi characters, template and tool-call tags removed), so a label hidden by such characters is still a label; the
-message that reaches the other party is one clean line (:func:`negolib.crossing.one_line`).
+Both parsers read the text only after :func:`negolib.core.crossing.scrub` (line breaks made plain, control, invisible
+and bidi characters, template and tool-call tags removed), so a label hidden by such characters is still a label; the
+message that reaches the other party is one clean line (:func:`negolib.core.crossing.one_line`).
 :func:`parse_message` and :func:`parse_answer` never raise.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from negolib.crossing import one_line, scrub
+from negolib.core.crossing import one_line, scrub
 from negolib.games.toolcalls import short
 
 PARTS: tuple[str, str, str, str] = ("TO", "PRODUCT", "PRICE", "MESSAGE")

@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from negolib.formatting import fmt_ci
+from negolib.core.formatting import fmt_ci
+from negolib.core.sampling import SamplingConfig
 from negolib.games import training as shared
 from negolib.games.base import StudyTable
 from negolib.games.matches import read_matches
@@ -44,7 +45,6 @@ from negolib.games.multi_product.training import (
     sft_dataset,
     stage_table,
 )
-from negolib.sampling import SamplingConfig
 
 LABEL = {"oracle": "oracle (upper bound: reads valuations)", "oracle_surplus": "oracle_surplus (upper bound)"}
 """Display names of the scripted sellers that read the valuations (upper bounds, not baselines)."""

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from negolib.agents.base import AgentReply
+from negolib.core.sampling import SamplingConfig
 from negolib.games import sft
 from negolib.games import training as shared
 from negolib.games.multi_product.env import Episode, SellerView
@@ -37,7 +38,6 @@ from negolib.games.multi_product.scenarios import (
     validation_seeds,
 )
 from negolib.games.multi_product.sellers import SELLERS, make_seller
-from negolib.sampling import SamplingConfig
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem
 from negolib.training.grpo import TrainingTask, TrainResult
@@ -274,7 +274,7 @@ def format_stage_table(table: pd.DataFrame, market: str = "all", metrics: Sequen
                        digits: int = 3) -> pd.DataFrame:
     """One row per stage, then per difference (``"a - b"``), of :func:`stage_table`'s ``market``: each metric as
     ``estimate [low, high]`` (differences signed), and the episodes and seed clusters behind it."""
-    from negolib.formatting import fmt_ci
+    from negolib.core.formatting import fmt_ci
 
     part = table[table["market"] == market]
     keys = list(dict.fromkeys(zip(part["kind"], part["stage"], part["baseline"])))

@@ -25,8 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from negolib.errors import ValidationError
-from negolib.files import load_yaml  # the strict loader: a key given twice is an error
+from negolib.core.errors import ValidationError
+from negolib.core.files import load_yaml  # the strict loader: a key given twice is an error
 
 DOMAIN_DIR = Path(__file__).parent
 IssueKind = Literal["continuous", "categorical", "binary", "table"]

@@ -17,7 +17,7 @@ X of your best possible value beats no deal") and never state the turn cap. The 
 ACCEPT rule in force (``view.config.accept_needs_offer``): under the paper's an ACCEPT closes the deal; under
 ours it closes only on the counterpart's COUNTER, and the prompt says what an ACCEPT at any other time does.
 
-What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.crossing.clean_prose`)
+What the counterpart wrote reaches a party only as cleaned prose (:func:`negolib.core.crossing.clean_prose`)
 and as ledger values. Contract terms are the environment's canonical values, one ``- name: value``
 line each; off-schema names and values, which a party chose freely, are shown through
 :func:`negolib.games.multi_issue.protocol.display_text` (one short line, no tags, brackets or quotes) on a separate
@@ -25,7 +25,7 @@ line each; off-schema names and values, which a party chose freely, are shown th
 :data:`MAX_UNRECOGNISED_SHOWN` of them. That line is ours, beyond the paper (whose ledger holds off-schema names
 beside the contract terms, never scored, App. A): it tells both parties such terms do not count. Where the
 environment writes lines around the prose (the evaluation history, the training scaffold with
-``training_show_ledger``) the prose is kept to one line (:func:`negolib.crossing.one_line`, the rule every game's
+``training_show_ledger``) the prose is kept to one line (:func:`negolib.core.crossing.one_line`, the rule every game's
 quoted words follow), so it cannot pass for a ledger line either. The counterpart's raw text and its ``notes``
 are never shown.
 """
@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from negolib.crossing import one_line
+from negolib.core.crossing import one_line
 from negolib.games.multi_issue.domains import Domain, Issue
 from negolib.games.multi_issue.env import PartyView
 from negolib.games.multi_issue.protocol import display_text
