@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-import negolib.core.transcripts as tr
-from negolib.core.transcripts import TranscriptError, decode_line
+import negolib.core.transcript_records as tr
+from negolib.core.transcript_records import TranscriptError, decode_line
 
 LINES = [
     b'{"a": 1, "b": [1.5, -0.0, 1e-300, 0.0001013027327258794], "c": "\\u00e9t\\u00e9 \\ud83d\\ude00"}\n',
