@@ -248,7 +248,7 @@ def test_the_lesson_folder_changes_with_any_setting(tmp_path):
 def test_lora_lesson_reaches_the_trainer_and_the_preregistration():
     """LoRA is a lesson field: its rank and alpha reach TrainConfig (and so peft), the pre-registration names it,
     and full fine-tuning (rank 0) is named as such; a negative rank is refused naming the field."""
-    from negolib.training.grpo import lora_config
+    from negolib.training.grpo_args import lora_config
 
     lora = dataclasses.replace(LESSON, lora_rank=16, lora_alpha=32)
     config = train_config(lora)

@@ -111,7 +111,7 @@ def test_to_dict_round_trips():
 
 def test_vllm_server_mode_reaches_trl_config(tmp_path):
     pytest.importorskip("trl")
-    from negolib.training.grpo import build_grpo_args
+    from negolib.training.grpo_args import build_grpo_args
 
     cfg = TrainConfig(vllm_mode="server", vllm_server_base_url="http://127.0.0.1:8000")
     args = build_grpo_args(cfg, tmp_path, cuda=False, backend="vllm", stop_ids=[2])
@@ -126,7 +126,7 @@ def test_tensor_parallel_size_field_reaches_the_grpo_args(tmp_path):
     import dataclasses
 
     pytest.importorskip("trl")
-    from negolib.training.grpo import build_grpo_args
+    from negolib.training.grpo_args import build_grpo_args
 
     f = {x.name: x for x in dataclasses.fields(TrainConfig)}["tensor_parallel_size"]
     assert f.default == 1 and "Table 8" in f.metadata["help"] and "31B" in f.metadata["help"]

@@ -213,7 +213,7 @@ def test_continuation_restarts_its_schedule_from_the_checkpoint(resumed_run, tmp
 
 def test_lora_run_trains_only_adapters(model_dir, tmp_path):
     pytest.importorskip("peft")
-    from negolib.training.grpo import lora_config
+    from negolib.training.grpo_args import lora_config
 
     assert lora_config(tiny_config()) is None
     cfg = tiny_config(lora_rank=4, max_steps=2, validate_every=0, save_every=2)

@@ -7,6 +7,7 @@
   ``completion_ids``, ``env_mask``);
 * :mod:`advantages`: NeMo-RL's leave-one-out advantages;
 * :mod:`grpo`: TRL ``GRPOTrainer`` subclass, ``rollout_func``, logging, validation, :func:`train`;
+* :mod:`grpo_args`: the recipe as TRL's ``GRPOConfig`` and peft's ``LoraConfig``;
 * :mod:`schedule`: warmup-cosine with a floor, continuations;
 * :mod:`flops`: App. I FLOP accounting and Table 8;
 * :mod:`checkpoints`: atomic checkpoint directories and resume;
