@@ -29,9 +29,8 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.book.context import open_book
+from negolib.book.context import open_results
 from negolib.core.formatting import fmt_ci, fmt_p
-from negolib.profile_genius import imported_scenarios
 from negolib.study.analysis.contrasts import trained_pairs
 from negolib.study.analysis.decomposition import decomposition
 from negolib.study.analysis.quoted import quoted_contrasts
@@ -60,10 +59,7 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-book = open_book(params_path, output_dir or None)
-params, paper = book.params, book.paper
-results = book.results()
-imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+book, params, paper, results, records, imported = open_results(params_path, output_dir)
 print(f"{len(results.an.df)} evaluated episodes over {len(results.arms)} arms" if not results.empty else
       "no transcripts yet: run notebook 04_evaluation first")
 
@@ -159,7 +155,6 @@ book.save_figure(fig, "figure2")
 # (its 2.3B 3× LR Δ buyer U~, -0.011 [-0.022, -0.000], carries an `e`).
 
 # %%
-records = book.records()
 openings = openings_table(records, scenarios=imported) if records else pd.DataFrame()
 opens = openings.set_index("arm")["opens_with_terms"].to_dict() if len(openings) else {}
 decomp = decomposition(results.an, trained_pairs(params), scenarios=imported)

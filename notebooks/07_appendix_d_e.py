@@ -29,9 +29,8 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.book.context import open_book
+from negolib.book.context import open_results
 from negolib.games.multi_issue.domains import load_domains
-from negolib.profile_genius import imported_scenarios
 from negolib.study.analysis.arms import arm_estimates
 from negolib.study.analysis.guards import guard_comparators, guards_frame
 from negolib.study.analysis.quoted import quoted_contrasts
@@ -64,11 +63,7 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-book = open_book(params_path, output_dir or None)
-params, paper = book.params, book.paper
-results = book.results()
-records = book.records()
-imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+book, params, paper, results, records, imported = open_results(params_path, output_dir)
 runs = [(r, s) for r, spec in params.training.runs.items() for s in spec.seeds]
 # (trained arm, same-size base); the base need not be evaluated: the guards compare with the starting policy
 trained = [(a, g.base) for g in params.design.sizes for a in (g.shared_early, g.shared, g.lr3, g.lr10, *g.extra)

@@ -27,8 +27,7 @@
 import pandas as pd
 from IPython.display import display
 
-from negolib.book.context import open_book
-from negolib.profile_genius import imported_scenarios
+from negolib.book.context import open_results
 from negolib.study.analysis.contrasts import trained_pairs
 from negolib.study.analysis.cost import cost_by_arm
 from negolib.study.analysis.decomposition import decomposition
@@ -49,11 +48,7 @@ params_path: str = "../params/smoke.yaml"  # the profile to run (the book inject
 output_dir: str = ""  # empty: write under outputs/<profile> as the profile says
 
 # %%
-book = open_book(params_path, output_dir or None)
-params, paper = book.params, book.paper
-results = book.results()
-records = book.records()
-imported = imported_scenarios(params.evaluation.genius)  # the profile's Genius scenarios by name
+book, params, paper, results, records, imported = open_results(params_path, output_dir)
 print(f"{len(records)} transcripts over {len(results.arms)} arms")
 
 # %% [markdown]

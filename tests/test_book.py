@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from negolib.book.context import BookPaths, BuyerSession, EpisodeExplorer, open_book
+from negolib.book.context import BookPaths, BuyerSession, EpisodeExplorer, open_book, open_results
 from negolib.book.runner import BookError, resolve_notebooks, run_book
 from negolib.params import NOTEBOOKS
 
@@ -144,6 +144,15 @@ def test_book_paths_and_context(tmp_path):
     assert b.paper.arm("e2b_base")["deal_rate"] == 0.939
 
 
+
+def test_open_results_is_the_results_notebooks_first_cell(tmp_path):
+    """What notebooks 05, 07, 08 and 09 open with: the book, its params and paper, the results, the records and the
+    imported scenarios, as their first cell computed them by hand (here before any evaluation: all empty)."""
+    book, params, paper, results, records, imported = open_results(SMOKE, str(tmp_path / "o"))
+    again = open_book(SMOKE, tmp_path / "o")
+    assert book.paths == again.paths and params == again.params
+    assert paper.arm("e2b_base") == again.paper.arm("e2b_base")
+    assert results.empty and records == [] == again.records() and imported == {}
 def test_explorer_and_buyer_session_headless(tmp_path):
     b = open_book(SMOKE, tmp_path / "o")
     ex = EpisodeExplorer(b)

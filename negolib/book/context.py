@@ -12,13 +12,14 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from negolib.agents.factory import ModelCache
 from negolib.book.widgets import BuyerSession, EpisodeExplorer, ledger_table  # re-exported: notebook 01's tools
 from negolib.core.transcripts import TranscriptStore, episodes_frame
 from negolib.games.base import StudyTable
 from negolib.params import Params, load_params, spec_dict
+from negolib.profile_genius import imported_scenarios
 from negolib.study.analysis.arms import compute_results
 from negolib.study.analysis.contrasts import held_out_contrasts, held_out_extension_trigger
 from negolib.study.cost import Price
@@ -365,6 +366,26 @@ def open_book(params_path: str | Path, output_dir: str | Path | None = None) -> 
     return Book(params, BookPaths(params.out).make())
 
 
+class ResultsSetup(NamedTuple):
+    """What a notebook that reads the evaluation opens with (:func:`open_results`)."""
+
+    book: Book
+    params: Params
+    paper: Any  # the paper's reported numbers (:class:`negolib.study.paper.PaperReported`)
+    results: Any  # :class:`negolib.study.analysis.arms.Results` of the evaluation transcripts
+    records: list[dict[str, Any]]  # the transcript records, validated on read (:meth:`Book.records`)
+    imported: dict[str, Any]  # the profile's imported Genius scenarios by name
+
+
+def open_results(params_path: str | Path, output_dir: str | Path | None = None) -> ResultsSetup:
+    """The first cell of the notebooks that read the evaluation (05, 07, 08, 09): :func:`open_book`, then the
+    paper's numbers, the results, the transcript records and the profile's imported scenarios, in that order."""
+    book = open_book(params_path, output_dir or None)
+    params = book.params
+    return ResultsSetup(book, params, book.paper, book.results(), book.records(),
+                        imported_scenarios(params.evaluation.genius))
+
 
 __all__ = ["DEPENDS", "KERNEL_NAME", "NOTEBOOK_DIR", "STATE_FILE", "Book", "BookPaths", "BuyerSession",
-           "EpisodeExplorer", "ledger_table", "load_state", "open_book", "summarize_warnings"]
+           "EpisodeExplorer", "ResultsSetup", "ledger_table", "load_state", "open_book", "open_results",
+           "summarize_warnings"]
