@@ -7,6 +7,7 @@ import json
 import pytest
 
 from negolib.agents.hf_agent import fit_prompt
+from negolib.core.progress import PROGRESS_ENV
 from negolib.games.multi_issue.env import Episode
 from negolib.games.multi_issue.prompts import render_messages
 from negolib.games.multi_issue.protocol import parse_action
@@ -87,15 +88,18 @@ def test_cached_prompt_loss_equals_full_loss(tiny):
     assert float(cached) == pytest.approx(float(full), rel=1e-4)
 
 
-def test_format_warmup_lowers_the_loss(tiny):
+def test_format_warmup_lowers_the_loss(tiny, tmp_path, monkeypatch):
     import copy
 
     model, tok = tiny
     model = copy.deepcopy(model)
     demos = demonstrations(tok, scenario_items(CFG), BUYERS, SMALL, env_config(CFG))
     config = WarmupConfig(**{**SMALL.__dict__, "epochs": 6, "learning_rate": 5e-3})
+    heartbeat = tmp_path / "progress.txt"  # what the book runner's heartbeat reads (negolib.core.progress)
+    monkeypatch.setenv(PROGRESS_ENV, str(heartbeat))
     rows = format_warmup(model, demos, config, progress=False)
     assert len(rows) == 6 * 3
+    assert heartbeat.read_text().startswith("format warm-up step 18/18: loss ")  # reported with the bar hidden
     assert rows[-1]["loss"] < 0.85 * rows[0]["loss"]
     assert all(r["lr"] > 0 for r in rows) and not model.training
 

@@ -138,6 +138,7 @@ def format_warmup(model: Any, demos: Sequence[Demonstration], config: WarmupConf
     import torch
 
     from negolib.core.progress import ProgressBar as tqdm
+    from negolib.core.progress import report
 
     if not demos:
         raise ValueError("warmup: no demonstrations")
@@ -173,6 +174,8 @@ def format_warmup(model: Any, demos: Sequence[Demonstration], config: WarmupConf
             rows.append(row)
             bar.set_postfix(loss=f"{row['loss']:.3f}")
             bar.update(1)
+            # the book's heartbeat line, whether or not the bar shows (the book runs with progress=False)
+            report(f"format warm-up step {step + 1}/{len(batches)}: loss {row['loss']:.3f} ({row['seconds']:.0f} s)")
     finally:
         bar.close()
         model.eval()
