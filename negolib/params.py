@@ -278,6 +278,11 @@ class Params:
     def scripted_arms(self) -> list[str]:
         return [a for a in self.arms if not self.is_lm(a)]
 
+    def train_seed(self, arm: str) -> int:
+        """The training seed a ``trained`` arm reads: its ``train_seed``, else its run's first seed."""
+        spec = self.arms[arm]
+        return spec.train_seed if spec.train_seed is not None else self.training.runs[spec.run or ""].seeds[0]
+
     def eval_arms(self) -> list[str]:
         """Arms the evaluation notebook plays (``evaluation.arms`` or every arm)."""
         return list(self.evaluation.arms) if self.evaluation.arms is not None else list(self.arms)

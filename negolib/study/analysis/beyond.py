@@ -79,8 +79,7 @@ def seeds_scaffold_arms(params: Params, arms: Sequence[str]) -> pd.DataFrame:
             continue
         run = params.training.runs[spec.run]
         if len(run.seeds) > 1 or run.scaffold == "evaluation":
-            rows.append({"arm": a, "run": spec.run, "train_seed": spec.train_seed if spec.train_seed is not None
-                         else run.seeds[0], "scaffold": run.scaffold})
+            rows.append({"arm": a, "run": spec.run, "train_seed": params.train_seed(a), "scaffold": run.scaffold})
     return pd.DataFrame(rows, columns=["arm", "run", "train_seed", "scaffold"])
 
 

@@ -57,16 +57,11 @@ def _fixed_lm(p: Params) -> list[str]:
             and p.arms[p.arms[a].inner].backend in ("trained", "hf", "vllm")]
 
 
-def _seed_of(p: Params, arm: str) -> int:
-    s = p.arms[arm]
-    return s.train_seed if s.train_seed is not None else p.training.runs[s.run or ""].seeds[0]
-
-
 def _seeded(p: Params) -> list[str]:
     """Trained arms that share their run and read step with an arm of another training seed."""
     groups: dict[tuple, set[int]] = {}
     for a in _trained(p):
-        groups.setdefault((p.arms[a].run, p.arms[a].step), set()).add(_seed_of(p, a))
+        groups.setdefault((p.arms[a].run, p.arms[a].step), set()).add(p.train_seed(a))
     return [a for a in _trained(p) if len(groups[(p.arms[a].run, p.arms[a].step)]) > 1]
 
 
@@ -211,7 +206,7 @@ def seed_spread(est: pd.DataFrame, params: Params, arms: Sequence[str], metric: 
         groups.setdefault((spec.run or "", spec.step), []).append(a)
     rows = []
     for (run, _step), members in groups.items():
-        seeds = {_seed_of(params, a) for a in members}
+        seeds = {params.train_seed(a) for a in members}
         if len(seeds) < 2:
             continue
         v = look.loc[members, "estimate"].to_numpy(float)

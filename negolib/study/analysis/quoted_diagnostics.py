@@ -208,7 +208,7 @@ def kl_at_read(logs: Mapping[tuple[str, int], pd.DataFrame], params: Params, arm
         spec = params.arms.get(arm)
         if spec is None or spec.backend != "trained" or spec.run not in params.training.runs:
             continue
-        seed = spec.train_seed if spec.train_seed is not None else params.training.runs[spec.run].seeds[0]
+        seed = params.train_seed(arm)
         log = logs.get((spec.run, seed))
         kl = first = last = np.nan
         if log is not None and not log.empty and "kl" in log and "step" in log:

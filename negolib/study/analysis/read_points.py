@@ -99,7 +99,7 @@ def read_validation(vals: Mapping[tuple[str, int], pd.DataFrame], params: Params
         spec = params.arms.get(arm)
         if spec is None or spec.backend != "trained" or spec.run not in params.training.runs:
             continue
-        seed = spec.train_seed if spec.train_seed is not None else params.training.runs[spec.run].seeds[0]
+        seed = params.train_seed(arm)
         log = vals.get((spec.run, seed))
         if log is None or log.empty or "score" not in log or "step" not in log:
             continue
