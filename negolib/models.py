@@ -271,10 +271,19 @@ def tiny_causal_lm(seed: int = 0, vocab: str = "bytes", hidden: int = 64, layers
     """
     if vocab != "bytes":
         raise ValueError(f"only vocab='bytes' is supported, got {vocab!r}")
+    tok = tiny_tokenizer()
+    model = tiny_llama(tok, seed, hidden, layers, max_positions, kv_heads)
+    model.eval()
+    return model, tok
+
+
+def tiny_llama(tok: Any, seed: int, hidden: int, layers: int, max_positions: int, kv_heads: int | None = None) -> Any:
+    """A randomly initialised tiny LlamaForCausalLM for tokenizer ``tok``: ``hidden // 16`` heads (``kv_heads``
+    key/value heads, default as many), MLP ``2 x hidden``, tied embeddings, weights drawn from ``seed`` without
+    touching the global torch RNG, sampling on in its generation config."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    tok = tiny_tokenizer()
     heads = max(1, hidden // 16)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads or heads,
@@ -285,8 +294,7 @@ def tiny_causal_lm(seed: int = 0, vocab: str = "bytes", hidden: int = 64, layers
         model = LlamaForCausalLM(cfg)
     model.generation_config = GenerationConfig(do_sample=True, eos_token_id=tok.eos_token_id,
                                                pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id)
-    model.eval()
-    return model, tok
+    return model
 
 
 __all__ = ["CHATML_TEMPLATE", "GEMMA_TEMPLATE", "LOCAL_MODELS", "ModelUnavailable", "SMOLLM2_NAME",

@@ -33,6 +33,7 @@ import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.games.multi_issue.env import EnvConfig, PartyView
+from negolib.models import tiny_llama
 from negolib.training.config import TrainConfig
 
 Sabotage = Literal["env_mask_zero", "shuffle_rewards", "lr_zero", "eval_initial"]
@@ -200,21 +201,9 @@ def ladder_tokenizer(actions: Sequence[str]) -> Any:
 
 
 def save_tiny_llama(folder: str | Path, tok: Any, hidden: int, layers: int, max_positions: int, seed: int) -> Path:
-    """A tiny Llama built from a config for tokenizer ``tok`` (weights drawn from ``seed``, sampling on), saved
-    with ``tok`` into ``folder``."""
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
-    heads = max(1, hidden // 16)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                      max_position_embeddings=max_positions, bos_token_id=tok.bos_token_id,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
-    model.generation_config = GenerationConfig(do_sample=True, eos_token_id=tok.eos_token_id,
-                                               pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id)
+    """A tiny Llama built from a config for tokenizer ``tok`` (:func:`negolib.models.tiny_llama`: weights drawn
+    from ``seed``, sampling on), saved with ``tok`` into ``folder``."""
+    model = tiny_llama(tok, seed, hidden, layers, max_positions)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
