@@ -112,7 +112,7 @@ def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             cache.models[(f"{folder}#{arm}", spec.dtype or "float32", "cpu")] = (copy.deepcopy(model), tok)
         key = folder if not i else f"{folder}#{arm}"
         agent = local_agent(arm, key, spec, seed=i, cache=cache)
-        if args.legacy:  # before issue 28: a pool per agent; superseded prefix-cache entries kept
+        if args.legacy:  # before issue 28: a pool per agent; superseded entries kept; the arms played together
             agent.kv_pool = None
             agent.prefix_cache.keep_superseded = True
         agents[arm] = agent
@@ -133,7 +133,7 @@ def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                       f"peak {vm_hwm_gb():.2f} GB", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
-    res = run_episodes(specs, agents, None, progress=False, on_turn=on_turn)
+    res = run_episodes(specs, agents, None, progress=False, on_turn=on_turn, one_cache_at_a_time=not args.legacy)
     records = [{k: v for k, v in r.items() if k != "turns"} | {"turns": [
         {k: v for k, v in t.items() if k != "latency_s"} for t in r["turns"]]} for r in res.records]
     del ballast
@@ -166,7 +166,7 @@ def _weights_digest(folder: Path) -> str:
 def grpo_step(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Notebook 03's GRPO run (the default profile's ``smollm2_grpo`` recipe: micro-batches of 4 two-round
     episodes, 2,048-token context) for ``--steps`` steps from the packaged model (the warm-up does not change the
-    shapes); ``--legacy`` turns gradient checkpointing off, as the recipe had it before issue 28."""
+    shapes); ``--legacy`` turns gradient checkpointing and the in-place log-prob tiles off, as before issue 28."""
     import shutil
 
     from negolib.games.multi_issue.training import paper_task
@@ -180,15 +180,16 @@ def grpo_step(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.dry_run:
         config = dataclasses.replace(config, rollouts_per_scenario=2, micro_batch_size=2, max_new_tokens=8,
                                      max_prompt_tokens=512, max_context_tokens=640)
-    if args.legacy:  # checkpointing alone differs: the shared-prompt path (on without checkpointing) stays off
-        config = dataclasses.replace(config, gradient_checkpointing=False, shared_prefix=False)
+    if args.legacy:  # no checkpointing, TRL's tile folds; the shared-prompt path (on without checkpointing) off
+        config = dataclasses.replace(config, gradient_checkpointing=False, shared_prefix=False,
+                                     lean_logprob_tiles=False)
     out = work / ("grpo-legacy" if args.legacy else "grpo")
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     res = train(config, _model_folder(args.dry_run, work), out, buyers=build_agents(params, list(run.buyers), 0),
                 progress=False, resume=False, task=paper_task(config))
     return {"steps": res.steps, "seconds": time.perf_counter() - t0, "micro_batch": config.micro_batch_size,
-            "gradient_checkpointing": config.gradient_checkpointing,
+            "gradient_checkpointing": config.gradient_checkpointing, "lean_tiles": config.lean_logprob_tiles,
             "digest": _weights_digest(res.checkpoint) if res.checkpoint else ""}
 
 

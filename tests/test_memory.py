@@ -1,6 +1,6 @@
 """Memory a laptop has (issue 28, section 7), on a tiny model: the agents of one process share one set of decode
-buffers sized to the batch (not the context), prefix-cache entries a prompt moved past are dropped, and neither
-changes a token, a log-prob or a record."""
+buffers sized to the batch (not the context), prefix-cache entries a prompt moved past are dropped, the local
+models play one after another, and none of it changes a token, a log-prob or a record."""
 
 from __future__ import annotations
 
@@ -51,20 +51,27 @@ def _play(tiny, legacy: bool):
     scenarios = scenario_set([1, 2, 3], ["car"])
     specs = [s for arm in ("a", "b") for s in make_specs(arm, arm, ["hh"], scenarios, EnvConfig(max_rounds=4))]
     turns = []
+    alive = []  # how many arms' prefix caches hold entries, after every LM turn
+    held: dict[str, int] = {}  # the most entries each arm's cache held after one of its turns
 
     def on_turn(ep, rep):
         if "completion_ids" in rep.extra:
             turns.append((ep.episode_id, len(ep.turns), rep.extra["completion_ids"], rep.extra["logprobs"]))
+            alive.append(sum(bool(agents[a].prefix_cache.entries) for a in ("a", "b")))
+            held[ep.episode_id.split("|")[0]] = max(held.get(ep.episode_id.split("|")[0], 0),
+                                                    len(agents[ep.episode_id.split("|")[0]].prefix_cache.entries))
 
-    res = run_episodes(specs, agents, progress=False, on_turn=on_turn)
+    res = run_episodes(specs, agents, progress=False, on_turn=on_turn, one_cache_at_a_time=not legacy)
+    agents["alive"], agents["held"] = max(alive), held
     records = [{k: v for k, v in r.items() if k != "turns"} | {"turns": [
         {k: v for k, v in t.items() if k not in ("latency_s",)} for t in r["turns"]]} for r in res.records]
     return records, sorted(turns), agents
 
 
 def test_the_memory_levers_change_no_token_log_prob_or_record(tiny):
-    """The shared pool and dropping superseded prefix-cache entries give the same tokens, log-probs and
-    records as the path before them (a pool per agent, superseded entries kept)."""
+    """The shared pool, dropping superseded prefix-cache entries and playing the arms one after another give the
+    same tokens, log-probs and records as the path before them (a pool per agent, superseded entries kept, all
+    arms together)."""
     before, turns_before, old = _play(tiny, legacy=True)
     after, turns_after, new = _play(tiny, legacy=False)
     assert turns_after == turns_before and len(turns_after) > 12
@@ -73,8 +80,11 @@ def test_the_memory_levers_change_no_token_log_prob_or_record(tiny):
     # the lever ran: each arm dropped entries its prompts moved past, and holds at most one entry an episode
     assert all(new[a].prefix_cache.superseded > 0 for a in ("a", "b"))
     assert all(old[a].prefix_cache.superseded == 0 for a in ("a", "b"))
-    assert all(len(new[a].prefix_cache.entries) <= 3 < len(old[a].prefix_cache.entries) for a in ("a", "b"))
+    assert all(new["held"][a] <= 3 < old["held"][a] for a in ("a", "b"))
     assert new["a"].prefix_cache.reused >= old["a"].prefix_cache.reused  # no reuse lost
+    # one arm's cache alive at a time (each emptied when its arm's episodes end), against both at once before
+    assert (new["alive"], old["alive"]) == (1, 2)
+    assert not new["a"].prefix_cache.entries and not new["b"].prefix_cache.entries
 
 
 def test_the_decode_buffers_are_sized_to_the_batch_not_the_context(tiny):
@@ -112,6 +122,8 @@ def test_bench_memory_dry_run_prints_both_peaks_and_ratios(tmp_path):
     assert res["identical"] == {"eval": True, "grpo": True}
     assert res["phases"]["grpo"]["fixed"]["gradient_checkpointing"] is True
     assert res["phases"]["grpo"]["legacy"]["gradient_checkpointing"] is False
+    grpo = res["phases"]["grpo"]
+    assert (grpo["fixed"]["lean_tiles"], grpo["legacy"]["lean_tiles"]) == (True, False)
 
 
 def test_the_default_profiles_grpo_run_checkpoints_gradients():

@@ -13,7 +13,7 @@ import pytest
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.core.transcripts import TranscriptStore, record_key
-from negolib.games.multi_issue.rollout import make_specs, play_one, run_episodes
+from negolib.games.multi_issue.rollout import cache_groups, make_specs, play_one, run_episodes
 from negolib.games.multi_issue.scenarios import eval_seeds, scenario_set
 from negolib.games.multi_issue.scripted import make_scripted
 
@@ -276,3 +276,62 @@ def test_run_episodes_holds_the_run_lock_of_its_store(tmp_path):
             run_episodes(specs, agents, TranscriptStore(path), progress=False)
         assert run_episodes(specs, agents, holder, progress=False).records  # re-entrant for its holder
     assert len(run_episodes(specs, agents, TranscriptStore(path), progress=False).records) == 0  # resumed
+
+
+class _CachingAgent(Agent):
+    """A scripted seller that says it keeps caches, and logs which of its calls found another one's alive."""
+
+    keeps_caches = True
+
+    def __init__(self, name: str, alive: dict[str, bool], log: list[tuple[str, list[str]]]) -> None:
+        self.name, self.inner, self.alive, self.log = name, make_scripted("linear"), alive, log
+
+    def act_batch(self, views):  # noqa: ANN001, ANN201
+        self.alive[self.name] = True
+        self.log.append((self.name, sorted(v.episode_id for v in views), sorted(k for k, v in self.alive.items() if v)))
+        return self.inner.act_batch(views)
+
+    def release_caches(self) -> None:
+        self.alive[self.name] = False
+
+
+def _caching_run(one_at_a_time: bool):  # noqa: ANN202
+    alive: dict[str, bool] = {}
+    log: list = []
+    agents = {"m1": _CachingAgent("m1", alive, log), "m2": _CachingAgent("m2", alive, log),
+              "lin": make_scripted("linear"), "buyer": make_scripted("hardheaded")}
+    scenarios = scenario_set([1, 2, 3], ["car", "software_license"])
+    specs = [s for arm in ("m1", "lin", "m2") for s in make_specs(arm, arm, ["buyer"], scenarios)]
+    res = run_episodes(specs, agents, progress=False, one_cache_at_a_time=one_at_a_time)
+    return res, log
+
+
+def test_local_models_play_one_after_another_with_the_same_calls():
+    """Cache-keeping agents play one group at a time (the scripted arms first), each call holding the views it
+    holds when everything plays together, so every record is the same; before, both caches were alive at once."""
+    grouped, log_grouped = _caching_run(True)
+    together, log_together = _caching_run(False)
+    assert grouped.records == together.records
+    calls = {name: [views for n, views, _ in log_together if n == name] for name in ("m1", "m2")}
+    assert {name: [views for n, views, _ in log_grouped if n == name] for name in ("m1", "m2")} == calls
+    assert max(len(alive) for *_, alive in log_grouped) == 1
+    assert max(len(alive) for *_, alive in log_together) == 2
+
+
+def test_cache_groups_join_agents_that_share_episodes():
+    """An agent in two arms' episodes (a local-model buyer) joins them into one group; cache-free episodes first."""
+    scripted = make_scripted("linear")
+
+    class Keeps(Agent):
+        keeps_caches = True
+
+        def act_batch(self, views):  # noqa: ANN001, ANN201
+            return []
+
+    a, b, buyer = Keeps(), Keeps(), Keeps()
+    agents = {"a": a, "b": b, "c": Keeps(), "lin": scripted, "lm_buyer": buyer, "hh": make_scripted("hardheaded")}
+    sc = scenario_set([1], ["car"])
+    specs = (make_specs("a", "a", ["lm_buyer"], sc) + make_specs("c", "c", ["hh"], sc)
+             + make_specs("lin", "lin", ["hh"], sc) + make_specs("b", "b", ["lm_buyer"], sc))
+    groups = cache_groups(specs, agents)
+    assert [[s.arm for s in g] for g in groups] == [["lin"], ["a", "b"], ["c"]]

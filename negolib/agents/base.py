@@ -47,6 +47,7 @@ class Agent(ABC):
 
     name: str = "agent"
     backend: str = "base"
+    keeps_caches: bool = False  # True: holds memory between calls that :meth:`release_caches` frees
 
     @abstractmethod
     def act_batch(self, views: Sequence[View]) -> list[AgentReply]:
@@ -59,6 +60,11 @@ class Agent(ABC):
     def settings(self) -> dict[str, Any]:
         """The settings this agent actually uses (sampling, strategy), recorded per arm."""
         return {"backend": self.backend, "name": self.name}
+
+    def release_caches(self) -> None:
+        """Free what the agent keeps between calls (a local model's prefix cache); a later call recomputes what
+        it needs. The default keeps nothing."""
+        return None
 
 
 def require_render(agent: Any) -> Render:

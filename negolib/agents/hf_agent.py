@@ -227,6 +227,7 @@ class HFAgent(Agent):
     """A transformers causal LM; batched, seeded sampling; token ids and log-probs in ``extra``."""
 
     backend = "hf"
+    keeps_caches = True  # the prefix cache
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None,
                  scaffold: Scaffold = "evaluation", name: str = "hf", max_batch: int = 16,
@@ -287,6 +288,11 @@ class HFAgent(Agent):
         """(prompt ids, history turns dropped) of one view."""
         return fit_prompt(view, self.tokenizer, require_render(self), self.scaffold, self.prompt_cap,
                           self.sampling.thinking, self.name)
+
+    def release_caches(self) -> None:
+        """Empty the prefix cache (the shared decode pool is the :class:`ModelCache`'s and stays)."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     def act_batch(self, views: Sequence[View]) -> list[AgentReply]:
         replies: list[AgentReply] = []

@@ -111,6 +111,12 @@ class TrainConfig:
                           "The world size must be a multiple of it."},
     )  # Table 8 "Train tensor-parallel degree": 4 for 31B, 1 otherwise
     gradient_checkpointing: bool = False
+    lean_logprob_tiles: bool = field(
+        default=True,
+        metadata={"help": "Ours: on a CPU, fold TRL's chunked log-prob tiles in place (negolib.training.lean_tiles): "
+                          "the same bits as TRL's own folds without their ~10 tile-sized temporaries (512 MB "
+                          "each); False runs TRL's folds."},
+    )
     # -- LoRA via peft, for sizes whose full fine-tuning does not fit one device (ours) ----------
     lora_rank: int = 0  # 0: full fine-tuning (the paper's recipe); > 0: LoRA adapters of this rank
     lora_alpha: int = 32

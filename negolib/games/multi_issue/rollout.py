@@ -104,12 +104,16 @@ def run_episodes(
     flush_every: int = 64,
     on_turn: Callable[[Episode, AgentReply], None] | None = None,
     max_batch: int | None = None,
+    one_cache_at_a_time: bool = True,
 ) -> RolloutResult:
     """Play every spec to the end, batching turns per agent; skip keys already complete in ``store``.
 
     ``max_batch`` caps how many episodes advance together (default: all). ``on_turn`` is called
     after every turn (training uses it to collect token ids). A failure in one episode's turn ends
-    that episode as an error row and never the run (see the module docstring).
+    that episode as an error row and never the run (see the module docstring). When every episode
+    advances together, agents that keep caches between calls (local models) play one after another
+    (:func:`cache_groups`; ``one_cache_at_a_time=False`` plays all together): the same calls, one model's
+    cache alive at a time. Records are returned in spec order; the store receives them as episodes end.
     """
     missing = {n for s in specs for n in (s.seller, s.buyer)} - set(agents)
     if missing:
@@ -118,19 +122,63 @@ def run_episodes(
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate episode keys in specs")
     with store.run_lock() if store is not None else contextlib.nullcontext():  # one run per file
-        return _play_all(specs, agents, store, progress, flush_every, on_turn, max_batch)
+        done_keys = store.completed_keys() if store is not None else set()
+        todo = [s for s in specs if s.key not in done_keys]
+        together = max_batch is None or max_batch >= len(todo)
+        groups = cache_groups(todo, agents) if together and one_cache_at_a_time else [todo]
+        bar = tqdm(total=len(todo), desc="episodes", unit="ep", disable=not progress, leave=False)
+        records: list[dict[str, Any]] = []
+        try:
+            for group in groups:
+                records += _play_all(group, agents, store, bar, flush_every, on_turn, max_batch)
+                for agent in {id(a): a for a in _group_agents(group, agents)}.values():
+                    agent.release_caches()
+        finally:
+            bar.close()
+    order = {spec.key: i for i, spec in enumerate(specs)}
+    records.sort(key=lambda r: order[record_key(r)])  # spec order, whatever order episodes ended in
+    return RolloutResult(records, len(specs) - len(todo))
+
+
+def _group_agents(specs: Sequence[EpisodeSpec], agents: Mapping[str, Agent]) -> list[Agent]:
+    return [agents[n] for s in specs for n in (s.seller, s.buyer) if agents[n].keeps_caches]
+
+
+def cache_groups(specs: Sequence[EpisodeSpec], agents: Mapping[str, Agent]) -> list[list[EpisodeSpec]]:
+    """``specs`` split into the groups to play one after another, each in spec order: first every episode whose
+    parties keep no caches, then one group per connected set of cache-keeping agents (an agent object in two
+    groups' episodes joins them, so it never plays in two groups). Played with every episode of a group
+    together, each agent gets exactly the calls it would get with everything together: its own episodes'
+    views, wave by wave (scripted agents answer each view on its own). So results are those of one run, and
+    only one group's caches are alive at a time (notebook 04's three SmolLM2 arms held ~1.4 GB of prefix cache
+    each, all at once)."""
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    keyed = []
+    for s in specs:
+        ids = [id(agents[n]) for n in (s.seller, s.buyer) if agents[n].keeps_caches]
+        for other in ids[1:]:
+            parent[root(other)] = root(ids[0])
+        keyed.append((s, ids[0] if ids else None))
+    groups: dict[int | None, list[EpisodeSpec]] = {None: []}
+    for s, first in keyed:
+        groups.setdefault(None if first is None else root(first), []).append(s)
+    return [g for g in groups.values() if g]
 
 
 def _play_all(specs: Sequence[EpisodeSpec], agents: Mapping[str, Agent], store: TranscriptStore | None,
-              progress: bool, flush_every: int, on_turn: Callable[[Episode, AgentReply], None] | None,
-              max_batch: int | None) -> RolloutResult:
-    """The body of :func:`run_episodes`, run while the store's run lock is held."""
-    done_keys = store.completed_keys() if store is not None else set()
-    todo = [s for s in specs if s.key not in done_keys]
-    skipped = len(specs) - len(todo)
+              bar: Any, flush_every: int, on_turn: Callable[[Episode, AgentReply], None] | None,
+              max_batch: int | None) -> list[dict[str, Any]]:
+    """Play ``specs`` (none complete in ``store``) to their ends, as :func:`run_episodes` does, while the store's
+    run lock is held; records in the order episodes ended."""
+    todo = list(specs)
     records: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
-    bar = tqdm(total=len(todo), desc="episodes", unit="ep", disable=not progress, leave=False)
     batch = max_batch or max(1, len(todo))
     queue = list(todo)
     live: list[tuple[EpisodeSpec, Episode]] = []
@@ -190,10 +238,7 @@ def _play_all(specs: Sequence[EpisodeSpec], agents: Mapping[str, Agent], store: 
         gc.set_threshold(*gc_thresholds)
         if store is not None and pending:
             store.append(pending)
-        bar.close()
-    order = {spec.key: i for i, spec in enumerate(specs)}
-    records.sort(key=lambda r: order[record_key(r)])  # spec order, whatever order episodes ended in
-    return RolloutResult(records, skipped)
+    return records
 
 
 def play_one(spec: EpisodeSpec, agents: Mapping[str, Agent]) -> dict[str, Any]:
