@@ -80,6 +80,9 @@ def test_the_memory_levers_change_no_token_log_prob_or_record(tiny):
     # the lever ran: each arm dropped entries its prompts moved past, and holds at most one entry an episode
     assert all(new[a].prefix_cache.superseded > 0 for a in ("a", "b"))
     assert all(old[a].prefix_cache.superseded == 0 for a in ("a", "b"))
+    # ... and freed those entries layer by layer while prefilling the prompts that superseded them
+    assert all(new[a].prefix_cache.released > 0 for a in ("a", "b"))
+    assert all(old[a].prefix_cache.released == 0 for a in ("a", "b"))
     assert all(new["held"][a] <= 3 < old["held"][a] for a in ("a", "b"))
     assert new["a"].prefix_cache.reused >= old["a"].prefix_cache.reused  # no reuse lost
     # one arm's cache alive at a time (each emptied when its arm's episodes end), against both at once before

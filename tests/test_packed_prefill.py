@@ -57,6 +57,31 @@ def test_packed_prefill_equals_transformers_forward_row_by_row(monkeypatch, budg
             assert torch.allclose(k, rk, atol=1e-5) and torch.allclose(v, rv, atol=1e-5)
 
 
+def test_a_released_prefix_gives_the_same_states_and_is_freed_layer_by_layer():
+    """``release``: the row's cached layers are dropped (None) as the forward reads them, its states are
+    bitwise those of the same prefill without release, and a row without release keeps its cache."""
+    from negolib.agents import packed
+    from negolib.models import tiny_causal_lm
+
+    model, _ = tiny_causal_lm(seed=7, hidden=64, kv_heads=2)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, 250, (n,), generator=g).tolist() for n in (30, 24)]
+    caches = [[(k[:, :, :10].clone(), v[:, :, :10].clone()) for k, v in _reference_states(model, ids[:10])]
+              for ids in prompts]
+    results = []
+    for release in (False, True):
+        kept = [list(c) for c in caches]
+        rows = [packed.PrefillRow(kept[0], 10, prompts[0][10:], release),
+                packed.PrefillRow(kept[1], 10, prompts[1][10:])]
+        with torch.inference_mode():
+            results.append(packed.packed_prefill(model, rows))
+        assert all(layer is None for layer in kept[0]) is release
+        assert all(layer is not None for layer in kept[1])
+    for plain_row, released_row in zip(*results):
+        for (k, v), (k2, v2) in zip(plain_row, released_row):
+            assert torch.equal(k, k2) and torch.equal(v, v2)
+
+
 def test_packed_prefill_rejects_an_empty_row():
     from negolib.agents.packed import PrefillRow, packed_prefill
     from negolib.models import tiny_causal_lm

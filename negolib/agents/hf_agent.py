@@ -168,7 +168,7 @@ class PrefixCache:
         self.entries: list[dict[str, Any]] = []  # {"ids": np.ndarray, "kv": [(k, v)] per layer, "used": int}
         self.fingerprint: Any = None
         self.clock = 0
-        self.hits = self.reused = self.computed = self.superseded = 0
+        self.hits = self.reused = self.computed = self.superseded = self.released = 0
 
     def check(self, fingerprint: Any) -> None:
         """Drop everything if the weights changed since the entries were computed."""
@@ -467,7 +467,13 @@ class HFAgent(Agent):
                         later.append(i)  # its uncached start is another row's: computed once, reused next round
                         continue
                     wave[i] = (c, entry)
-                states = self._prefill([(arrays[i], *wave[i]) for i in wave], packed, device)
+                release = self._releasable(wave, matches, arrays, rows) if packed and not later else set()
+                try:
+                    states = self._prefill([(arrays[i], *wave[i], i in release) for i in wave], packed, device)
+                except BaseException:
+                    pc.entries = [e for e in pc.entries if all(layer is not None for layer in e["kv"])]
+                    raise
+                pc.released += len(release)
                 if states is None:  # e.g. a model training with gradient checkpointing
                     return None
                 for (i, (c, entry)), kv in zip(wave.items(), states):
@@ -486,21 +492,40 @@ class HFAgent(Agent):
             batch.layers = self.kv_pool.layers(rows, width - 1, capacity)
         return batch
 
-    def _prefill(self, rows: list[tuple[Any, int, Any]], packed: bool, device: Any
+    def _releasable(self, wave: dict[int, tuple[int, Any]], matches: list[tuple[dict[str, Any], int, Any]],
+                    arrays: list[Any], rows: list[Any]) -> set[int]:
+        """Rows of a call's last wave whose prefix-cache entry :meth:`PrefixCache.supersede` will drop after it
+        (reused by this row alone, which diverged from it and stores its own ids) and which an earlier call
+        stored (this call's own rows still need theirs): the packed prefill frees such an entry layer by layer
+        as it reads it (issue 28: the old entries and the new states of a batch were both whole in memory,
+        ~1.4 GB each for ten 3k-token SmolLM2 prompts)."""
+        pc = self.prefix_cache
+        if pc is None or pc.keep_superseded:
+            return set()
+        uses: dict[int, int] = {}
+        for entry in [e for e, _, _ in matches] + [e for _, e in wave.values() if e is not None]:
+            uses[id(entry)] = uses.get(id(entry), 0) + 1
+        this_call = {id(kv) for kv in rows if kv is not None}
+        return {i for i, (c, e) in wave.items() if e is not None and uses[id(e)] == 1 and id(e["kv"]) not in this_call
+                and 0 < c < len(e["ids"]) and c < len(arrays[i])}
+
+    def _prefill(self, rows: list[tuple[Any, int, Any, bool]], packed: bool, device: Any
                  ) -> list[list[tuple[Any, Any]]] | None:
-        """Per row (ids, cached length c, prefix-cache entry): per layer (keys, values) of all of
+        """Per row (ids, cached length c, prefix-cache entry, release): per layer (keys, values) of all of
         ``ids``, the first ``c`` taken from the entry and the rest computed: in packed forwards, or
-        row by row through the model's own ``forward``. None if the model did not fill its cache."""
+        row by row through the model's own ``forward``. None if the model did not fill its cache.
+        ``release`` (packed only): the entry's layers are freed as the forward reads them."""
         import torch
         from transformers import DynamicCache
 
         if packed:
             from negolib.agents.packed import PrefillRow, packed_prefill
 
-            return packed_prefill(self.model, [PrefillRow(e["kv"] if e is not None and c > 0 else None, c, ids[c:])
-                                               for ids, c, e in rows])
+            return packed_prefill(self.model, [PrefillRow(e["kv"] if e is not None and c > 0 else None, c, ids[c:],
+                                                          release)
+                                               for ids, c, e, release in rows])
         out = []
-        for ids, c, entry in rows:
+        for ids, c, entry, _ in rows:
             cache = DynamicCache(config=self.model.config)
             if entry is not None and c > 0:
                 for layer, (k, v) in enumerate(entry["kv"]):

@@ -35,11 +35,15 @@ MAX_PACKED_TOKENS = 4096
 @dataclass
 class PrefillRow:
     """One prompt to prefill: ``cached`` holds per layer (keys, values) of shape (1, kv_heads, start,
-    dim) for its first ``start`` tokens (``None`` when ``start`` is 0); ``ids`` are the tokens after."""
+    dim) for its first ``start`` tokens (``None`` when ``start`` is 0); ``ids`` are the tokens after.
+    ``release``: the caller will drop ``cached`` after this prefill (a prefix-cache entry the row supersedes), so
+    its layers are freed as the forward passes them: an old entry and its row's new states are never both
+    whole in memory."""
 
     cached: list[tuple[Any, Any]] | None
     start: int
     ids: Sequence[int]
+    release: bool = False  # drop each layer of ``cached`` (set it to None) once the forward has read it
 
 
 def supports_packed_prefill(model: Any) -> bool:
@@ -121,6 +125,8 @@ def _packed_forward(model: Any, rows: Sequence[PrefillRow]) -> list[list[tuple[A
             if r.cached is not None:
                 ck, cv = r.cached[index]
                 keys, values = torch.cat([ck[:, :, : r.start], keys], 2), torch.cat([cv[:, :, : r.start], values], 2)
+                if r.release:
+                    r.cached[index] = None  # type: ignore[call-overload]
             else:
                 keys, values = keys.contiguous(), values.contiguous()
             kv.append((keys, values))
