@@ -207,17 +207,20 @@ class PrefixCache:
         except the tail the episode left: a later prompt reuses the new entry instead. Keeping such entries until
         the token cap evicts them doubled what an evaluation batch holds. ``keep_superseded`` turns this off.
         """
-        if self.keep_superseded:
-            return 0
-        count: dict[int, int] = {}
-        for entry, _, _ in matches:
-            count[id(entry)] = count.get(id(entry), 0) + 1
-        dead = {id(e) for e, c, stored in matches
-                if count[id(e)] == 1 and stored is not None and c < len(e["ids"])}
+        dead = self.dead(matches)
         before = len(self.entries)
         self.entries = [e for e in self.entries if id(e) not in dead]
         self.superseded += before - len(self.entries)
         return before - len(self.entries)
+
+    def dead(self, matches: Sequence[tuple[dict[str, Any], int, Any]]) -> set[int]:
+        """``id``s of the entries :meth:`supersede` drops for ``matches`` (none with ``keep_superseded``)."""
+        if self.keep_superseded:
+            return set()
+        count: dict[int, int] = {}
+        for entry, _, _ in matches:
+            count[id(entry)] = count.get(id(entry), 0) + 1
+        return {id(e) for e, c, stored in matches if count[id(e)] == 1 and stored is not None and c < len(e["ids"])}
 
     def clear(self) -> None:
         self.entries.clear()
@@ -500,14 +503,12 @@ class HFAgent(Agent):
         as it reads it (issue 28: the old entries and the new states of a batch were both whole in memory,
         ~1.4 GB each for ten 3k-token SmolLM2 prompts)."""
         pc = self.prefix_cache
-        if pc is None or pc.keep_superseded:
+        if pc is None:
             return set()
-        uses: dict[int, int] = {}
-        for entry in [e for e, _, _ in matches] + [e for _, e in wave.values() if e is not None]:
-            uses[id(entry)] = uses.get(id(entry), 0) + 1
+        ahead = [(e, c, arrays[i] if c < len(arrays[i]) else None) for i, (c, e) in wave.items() if e is not None]
+        dead = pc.dead(matches + ahead)  # the rule supersede applies after the call, applied to it beforehand
         this_call = {id(kv) for kv in rows if kv is not None}
-        return {i for i, (c, e) in wave.items() if e is not None and uses[id(e)] == 1 and id(e["kv"]) not in this_call
-                and 0 < c < len(e["ids"]) and c < len(arrays[i])}
+        return {i for i, (_, e) in wave.items() if e is not None and id(e) in dead and id(e["kv"]) not in this_call}
 
     def _prefill(self, rows: list[tuple[Any, int, Any, bool]], packed: bool, device: Any
                  ) -> list[list[tuple[Any, Any]]] | None:
