@@ -34,6 +34,20 @@ BACKWARD_ARGS = ("tile", "tile_stride", "targets", "log_z", "entropy", "grad_log
                  "HAS_ENTROPY_GRAD", "BLOCK_SIZE")
 
 
+def _logits(tile: torch.Tensor, logit_scale: float, softcap: float, inv_t: float,
+            has_softcap: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(z, t): TRL's transform of a tile, z = softcap * tanh(tile * scale / softcap) * inv_t (tanh only with a
+    softcap), computed in ``tile`` itself when it is float32 (else in a float32 copy, as TRL's ``tile.float()``);
+    t = the tanh term the backward needs (None without a softcap)."""
+    z = tile if tile.dtype == torch.float32 else tile.float()
+    z.mul_(logit_scale)
+    t = None
+    if has_softcap:
+        t = z.div(softcap).tanh_()
+        z.copy_(t).mul_(softcap)
+    return z.mul_(inv_t), t
+
+
 def forward_tile(tile: torch.Tensor, tile_stride: int, targets: torch.Tensor, running_max: torch.Tensor,
                  sum_exp: torch.Tensor, x_sum_exp: torch.Tensor, sq_sum_exp: torch.Tensor, z_sum: torch.Tensor,
                  max_before_target: torch.Tensor, target_logit: torch.Tensor, vocab_start: int, n_cols: int,
@@ -42,11 +56,7 @@ def forward_tile(tile: torch.Tensor, tile_stride: int, targets: torch.Tensor, ru
                  HAS_IS_TOP1: bool, BLOCK_SIZE: int) -> None:  # noqa: N803
     """TRL's ``_forward_tile`` in place: fold one [tokens, n_cols] tile of logits into the running
     online-logsumexp statistics (per token, shape [tokens]). ``tile`` is scratch and is overwritten."""
-    z = tile if tile.dtype == torch.float32 else tile.float()
-    z.mul_(logit_scale)
-    if HAS_SOFTCAP:
-        z.copy_(z.div(softcap).tanh_().mul_(softcap))
-    z.mul_(inv_t)
+    z, _ = _logits(tile, logit_scale, softcap, inv_t, HAS_SOFTCAP)
     local = targets - vocab_start
     if HAS_MEAN_LOGITS:
         z_sum += z.sum(-1)
@@ -77,13 +87,7 @@ def backward_tile(tile: torch.Tensor, tile_stride: int, targets: torch.Tensor, l
                   BLOCK_SIZE: int) -> None:  # noqa: N803
     """TRL's ``_backward_tile`` in place: turn one recomputed [tokens, n_cols] tile of logits into the gradient
     of the loss with respect to those logits, written back into ``tile``."""
-    z = tile if tile.dtype == torch.float32 else tile.float()
-    z.mul_(logit_scale)
-    t = None
-    if HAS_SOFTCAP:
-        t = z.div(softcap).tanh_()
-        z.copy_(t).mul_(softcap)  # TRL: softcap * t * inv_t
-    z.mul_(inv_t)
+    z, t = _logits(tile, logit_scale, softcap, inv_t, HAS_SOFTCAP)
     log_p = z.sub_(log_z.unsqueeze(-1))
     term = None
     if HAS_ENTROPY_GRAD:  # TRL: grad -= grad_entropy * p * (log_p + entropy); log_p and p are both needed
