@@ -94,6 +94,9 @@ class EvaluationParams:
     closes only when the counterpart's last turn parsed as a COUNTER, else it is an invalid action counted as a bad
     parse: :mod:`negolib.games.multi_issue.env`). ``accept_rule_why``: why the profile plays that rule. ``genius``:
     imported (Genius/ANAC) scenarios by name (:mod:`negolib.profile_genius`), which ``domains`` may name.
+    ``pilot_ahead``: play the pilot gate's ``pilot_episodes`` per arm x buyer cell before the evaluation (true, the
+    paper's order) or read the gate from the evaluation's own first episodes of every cell after it (false: nothing
+    is played twice, but a failing cell can no longer save the evaluation's budget).
     """
 
     buyers: list[str]
@@ -104,6 +107,7 @@ class EvaluationParams:
     max_rounds: int = 12
     first_mover: Literal["seller", "buyer"] = "seller"
     pilot_episodes: int = 2
+    pilot_ahead: bool = True
     batch_size: int = 64
     arms: list[str] | None = None
     held_out_domain: str | None = None

@@ -114,14 +114,25 @@ print({name: agent.backend for name, agent in agents.items()})
 # A few episodes per arm x buyer cell, spread over domains; a cell passes with zero bad parses over
 # all its turns and zero error rows. A failed cell does not abort the run: it is logged as a
 # deviation with the decision taken (the paper ran its failing 10x LR x Sonnet 5 cell regardless).
+# With `evaluation.pilot_ahead: false` the gate is read after the evaluation from its own first episodes of
+# every cell (the same episodes the pilot would choose), so nothing is played twice.
+
 
 # %%
-with summarize_warnings():  # e.g. prompts truncated to the arm's prompt cap
-    pilot = pilot_gate(protocol, agents, params.evaluation.pilot_episodes, arms=ready,
-                       store=TranscriptStore(book.paths.pilot_transcripts), log=book.paths.pilot_log, progress=True)
-if not pilot.passed:
-    pilot.log_failures(deviations, "ran regardless (the pilot gate is logged, not enforced)", phash)
-display(book.save_table(pilot_gate_table(pilot.to_frame().set_index(["arm", "buyer"]), book.paper)))
+def gate(store_of_pilot: TranscriptStore) -> None:
+    """Play (or read back from ``store_of_pilot``) the pilot's episodes, log failing cells, show the table."""
+    with summarize_warnings():  # e.g. prompts truncated to the arm's prompt cap
+        pilot = pilot_gate(protocol, agents, params.evaluation.pilot_episodes, arms=ready,
+                           store=store_of_pilot, log=book.paths.pilot_log, progress=True)
+    if not pilot.passed:
+        pilot.log_failures(deviations, "ran regardless (the pilot gate is logged, not enforced)", phash)
+    display(book.save_table(pilot_gate_table(pilot.to_frame().set_index(["arm", "buyer"]), book.paper)))
+
+
+if params.evaluation.pilot_ahead:
+    gate(TranscriptStore(book.paths.pilot_transcripts))
+else:
+    print("the pilot gate is read from the evaluation's own episodes, after it (evaluation.pilot_ahead: false)")
 
 # %% [markdown]
 # ## Run the evaluation (resumable)
@@ -132,6 +143,8 @@ with summarize_warnings():
                            max_batch=params.evaluation.batch_size)
 print(f"played {len(result.records)} episodes now, {result.skipped} were already complete; "
       f"{len(result.errors)} error rows (a re-run completes them)")
+if not params.evaluation.pilot_ahead:
+    gate(store)  # every pilot episode is complete in the evaluation's store: read, not played
 
 # %% [markdown]
 # ## The held-out-panel extension (App. C, K)

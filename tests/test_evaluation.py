@@ -255,6 +255,34 @@ def test_pilot_gate_fails_a_malformed_agent_without_aborting(tmp_path):
     assert "ran regardless" in devs[0].description
 
 
+class SilentAgent(Agent):
+    """Fails the test if it is asked to play: the gate read after the evaluation must play nothing."""
+
+    name = "silent"
+
+    def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
+        raise AssertionError("the pilot gate played an episode the evaluation had already played")
+
+
+def test_pilot_gate_read_from_the_evaluations_own_episodes_plays_nothing(tmp_path):
+    """``evaluation.pilot_ahead: false`` (notebook 04): after the evaluation, the gate over the evaluation's store
+    reads the first episode of every cell back, catches the malformed arm, and calls no agent; the same gate over
+    a fresh store (the twin) plays, so the reading is what saves the episodes."""
+    p = make_protocol(arms=(ArmSpec("fixed", {**SCRIPTED, "strategy": "fixed_offer"}),
+                            ArmSpec("broken", {"backend": "custom"})), primary=())
+    evaluate_arms(p, {**scripted_agents(), "broken": MalformedAgent()}, tmp_path / "eval.jsonl", progress=False)
+    silent = {name: SilentAgent() for name in ("fixed", "broken", "hh", "con")}
+    read = pilot_gate(p, silent, 1, store=TranscriptStore(tmp_path / "eval.jsonl"), log=tmp_path / "log.jsonl")
+    assert len(read.records) == 4 and (read.to_frame()["n_episodes"] == 1).all()
+    assert set(read.failed_cells["arm"]) == {"broken"} and len(read.failed_cells) == 2
+    played = pilot_gate(p, {**scripted_agents(), "broken": MalformedAgent()}, 1,
+                        store=TranscriptStore(tmp_path / "pilot.jsonl"))
+    cols = ["arm", "buyer", "n_episodes", "n_turns", "bad_parses", "passed"]
+    assert read.to_frame()[cols].equals(played.to_frame()[cols])  # the same episodes, the same cells
+    fresh = pilot_gate(p, silent, 1, store=TranscriptStore(tmp_path / "fresh.jsonl"))  # asks the silent agents
+    assert (fresh.to_frame()["errors"] == 1).all() and not fresh.passed
+
+
 # -- evaluation runs -----------------------------------------------------------------------------
 
 def test_evaluate_arms_resumes_stamps_and_pairs_every_arm(tmp_path):
