@@ -256,7 +256,8 @@ def test_pilot_gate_fails_a_malformed_agent_without_aborting(tmp_path):
 
 
 class SilentAgent(Agent):
-    """Fails the test if it is asked to play: the gate read after the evaluation must play nothing."""
+    """Raises if asked to play (the rollout records the episode as an error row, so a gate that played would fail
+    its cells): the gate read after the evaluation must play nothing."""
 
     name = "silent"
 
