@@ -228,3 +228,55 @@ def test_lora_run_trains_only_adapters(model_dir, tmp_path):
     after = dict(model.named_parameters())
     assert all(torch.equal(after[n], v) for n, v in frozen_before.items())
     assert any(not torch.equal(after[n], v) for n, v in lora_before.items())
+
+
+def _live_trainers() -> int:
+    import gc
+
+    return sum(any(c.__name__ == "GRPOTrainer" for c in type(o).__mro__) for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("release", [True, False], ids=["released", "sabotaged"])
+def test_a_finished_run_leaves_no_trainer_alive(model_dir, tmp_path, monkeypatch, release):
+    """A notebook kernel trains several runs in turn: a finished run's trainer (its model, gradients and Adam
+    moments) must be freed when :func:`train` returns, not left in reference cycles for a collection nothing
+    schedules, where its memory stacks under the next phase's peak. The sabotaged twin skips the release and
+    finds the trainer still alive, so the check can fail."""
+    import gc
+
+    import negolib.training.grpo as grpo_module
+
+    if not release:
+        monkeypatch.setattr(grpo_module, "release_memory", lambda: 0)
+    cfg = tiny_config(max_steps=1, validate_every=0, save_every=1)
+    gc.collect()
+    before = _live_trainers()
+    gc.disable()  # only the release may collect
+    try:
+        train(cfg, model_dir, tmp_path / "run", buyers={"coin": CoinBuyer()}, progress=False, task=paper_task(cfg))
+        alive = _live_trainers() - before
+    finally:
+        gc.enable()
+    assert (alive == 0) if release else (alive > 0)
+
+
+def test_release_memory_collects_cycles():
+    import gc
+    import weakref
+
+    from negolib.training.release import release_memory
+
+    class Node:
+        pass
+
+    gc.disable()
+    try:
+        a, b = Node(), Node()
+        a.peer, b.peer, a.weights = b, a, torch.zeros(1024)
+        ref = weakref.ref(a)
+        del a, b
+        assert ref() is not None  # a cycle: reference counting alone keeps it
+        assert release_memory() >= 2
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -191,6 +191,7 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
     from negolib.games.multi_issue.training import paper_task
     from negolib.training.checkpoints import last_checkpoint
     from negolib.training.grpo import TRAIN_LOG, build_run
+    from negolib.training.release import release_memory
     from negolib.training.runlog import RunLog
 
     out = Path(out_dir)
@@ -206,6 +207,8 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
                         progress=progress,
                         resume=True, task=paper_task(config))
         run.trainer.train()
+        del run  # its trainer sits in reference cycles: freed now, before the evaluation loads the checkpoint
+        release_memory()
     checkpoint = last_checkpoint(out / "checkpoints")
     if checkpoint is None:
         raise RuntimeError(f"the lesson's run wrote no checkpoint under {out / 'checkpoints'}")

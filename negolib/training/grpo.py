@@ -65,6 +65,7 @@ from negolib.training.checkpoints import last_checkpoint, sweep_staging
 from negolib.training.config import TrainConfig
 from negolib.training.data import ScenarioItem, item_rows
 from negolib.training.grpo_args import build_grpo_args, lora_config
+from negolib.training.release import release_memory
 from negolib.training.rollout import (
     EpisodeFactory,
     HFAgentGenerator,
@@ -532,7 +533,7 @@ def train(
             print(f"validation @ 0: score {row['score']:+.3f} deal {row['deal_rate']:.2f}", flush=True)
     run.trainer.train(resume_from_checkpoint=str(run.resume_from) if run.resume_from else None)
     final = last_checkpoint(run.out_dir / "checkpoints")
-    return TrainResult(
+    result = TrainResult(
         run.out_dir,
         final,
         int(run.trainer.state.global_step),
@@ -541,6 +542,9 @@ def train(
         config.to_dict(),
         run.backend,
     )
+    del run  # the trainer, its model and optimizer state: freed now, not at the next phase's peak
+    release_memory()
+    return result
 
 
 __all__ = [

@@ -39,6 +39,7 @@ from negolib.games.multi_issue.scripted import make_scripted
 from negolib.models import load_causal_lm, prefill_kwargs
 from negolib.training.checkpoints import atomic_dir
 from negolib.training.config import WarmupConfig
+from negolib.training.release import release_memory
 
 __all__ = ["WarmupConfig", "Demonstration", "demonstrations", "format_warmup", "run_format_warmup",
            "warmup_dir", "warmup_ready"]
@@ -219,4 +220,6 @@ def run_format_warmup(init: str | Path, run_dir: str | Path, config: WarmupConfi
     summary = {"init": str(init), "config": asdict(config), "demonstrations": len(demos), "steps": len(rows),
                "seconds": time.perf_counter() - t0, "final_loss": rows[-1]["loss"], "first_loss": rows[0]["loss"]}
     (root / COMPLETE).write_text(json.dumps(summary, indent=2))
+    del model
+    release_memory()  # the warmed-up weights and their optimizer state, before GRPO loads its own copy
     return final
