@@ -33,8 +33,8 @@ import time
 import pandas as pd
 from IPython.display import display
 
-from negolib.agents.factory import ModelCache
 from negolib.book.context import open_book
+from negolib.core.isolate import run_isolated
 from negolib.core.transcripts import TranscriptStore
 from negolib.study.analysis.training import training_summary
 from negolib.study.diagnostics import rolling_step_means, training_step_spread
@@ -148,11 +148,13 @@ if ladder:
 # ## Run (or resume) every training run
 # Runs are trained in order (a continuation `run@step` needs its parent's checkpoint). A run whose
 # last checkpoint is already at `max_steps` returns immediately, so re-executing the notebook is cheap.
+# Each run trains in a child process (`run_isolated`): a run's model, gradients and optimizer state are
+# handed back to the system when it ends, so this kernel's memory peaks at one phase's need, not the sum.
 
 # %%
-cache, results = ModelCache(), {}
-for run, seed in runs:
-    results[(run, seed)] = train_run(params, run, seed, progress=False, cache=cache)
+results = {}
+for run, seed in runs:  # each run in its own process: its memory ends with it (negolib.core.isolate)
+    results[(run, seed)] = run_isolated(train_run, params, run, seed, progress=False)
     res = results[(run, seed)]
     print(f"{run} (seed {seed}): {res.steps} steps, final checkpoint {res.checkpoint}")
 
@@ -273,11 +275,11 @@ if lesson is not None and importlib.util.find_spec("trl"):
     start_seed = params.training.runs[lesson.start_run].seeds[0]
     start_policy = warmup_dir(training_run_dir(params, lesson.start_run, start_seed))
     lesson_dir = book.paths.lesson / lesson_key(lesson, start_policy, params.seed)  # other settings: another folder
-    lesson_run = train_lesson(lesson, start_policy, lesson_dir / "run", seed=params.seed)
+    lesson_run = run_isolated(train_lesson, lesson, start_policy, lesson_dir / "run", seed=params.seed)
     t_train = time.perf_counter() - t0
     eval_seed = params.seed * 1_000_003 + 17  # one sampling seed for both arms: common random numbers
-    before = evaluate_lesson(start_policy, lesson, eval_seed, lesson_dir / "eval_start.jsonl")
-    after = evaluate_lesson(lesson_run.checkpoint, lesson, eval_seed, lesson_dir / "eval_trained.jsonl")
+    before = run_isolated(evaluate_lesson, start_policy, lesson, eval_seed, lesson_dir / "eval_start.jsonl")
+    after = run_isolated(evaluate_lesson, lesson_run.checkpoint, lesson, eval_seed, lesson_dir / "eval_trained.jsonl")
     stats = params.statistics
     lesson_res = lesson_result(before, after, lesson, stats.n_resamples, stats.seed, stats.alpha)
     print(f"lesson: {lesson.steps} GRPO steps in {t_train:.0f} s, evaluation of both arms in "
