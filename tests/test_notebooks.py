@@ -188,8 +188,8 @@ def test_smoke_outputs_on_disk(smoke_book):
     # pre-registered: the lesson's outcome, sample size and MDE are printed before any training cell runs
     nb = nbformat.read(out / "notebooks" / "03_training.ipynb", as_version=4)
     printed = [i for i, c in enumerate(nb.cells) if "PRE-REGISTERED" in json.dumps(c.get("outputs", []))]
-    trains = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and ("train_lesson(" in c.source
-                                                                             or "train_run(" in c.source)]
+    calls = ("train_lesson(", "train_run(", "run_isolated(train_lesson", "run_isolated(train_run")
+    trains = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(k in c.source for k in calls)]
     assert printed and trains and printed[0] < min(trains)
 
 
