@@ -33,6 +33,7 @@ from negolib.agents.factory import (
 )
 from negolib.agents.factory import build_agent as build_spec_agent
 from negolib.core.chat_template import assert_roundtrip, derive_turn_tags
+from negolib.core.isolate import run_isolated
 from negolib.games.multi_issue.training import env_config, paper_task, scenario_items
 from negolib.games.multi_issue.warmup import run_format_warmup, warmup_dir, warmup_ready
 from negolib.models import resolve_model_path
@@ -236,8 +237,9 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
 
     The policy starts from the ``init`` arm's weights (or, for ``run@step``, continues from that
     run's checkpoint under a fresh schedule); the run's buyer mixture names profile buyers, built here.
-    A run with a ``warmup`` is first fine-tuned on scripted sellers' turns; GRPO (and its KL reference)
-    start from the warmed-up model.
+    A run with a ``warmup`` is first fine-tuned on scripted sellers' turns, in a child process
+    (:func:`negolib.core.isolate.run_isolated`: its memory is returned when it ends); GRPO (and its KL
+    reference) start from the warmed-up model.
     """
     r = params.training.runs[run]
     seed = r.seeds[0] if seed is None else seed
@@ -258,9 +260,10 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
         import torch
 
         cuda = torch.cuda.is_available()
-        init = str(run_format_warmup(resolve_model_path(init), out, warm, scenario_items(config), buyers,
-                                     env_config(config), dtype=config.resolved_dtype(cuda),
-                                     device="cuda" if cuda else "cpu", progress=progress))
+        # in its own process: the warm-up's model and optimizer memory ends with it, not under GRPO's peak
+        init = str(run_isolated(run_format_warmup, resolve_model_path(init), out, warm, scenario_items(config),
+                                buyers, env_config(config), dtype=config.resolved_dtype(cuda),
+                                device="cuda" if cuda else "cpu", progress=progress))
     return train(config, init, out, buyers=buyers, progress=progress, resume=resume, task=paper_task(config))
 
 
