@@ -148,13 +148,14 @@ if ladder:
 # ## Run (or resume) every training run
 # Runs are trained in order (a continuation `run@step` needs its parent's checkpoint). A run whose
 # last checkpoint is already at `max_steps` returns immediately, so re-executing the notebook is cheap.
-# Each run trains in a child process (`run_isolated`): a run's model, gradients and optimizer state are
-# handed back to the system when it ends, so this kernel's memory peaks at one phase's need, not the sum.
+# Each run trains in a child process (`run_isolated`), its format warm-up in another (`isolate=True`): a
+# phase's model, gradients and optimizer state are handed back to the system when it ends, so memory peaks
+# at one phase's need, not the sum.
 
 # %%
 results = {}
 for run, seed in runs:  # each run in its own process: its memory ends with it (negolib.core.isolate)
-    results[(run, seed)] = run_isolated(train_run, params, run, seed, progress=False)
+    results[(run, seed)] = run_isolated(train_run, params, run, seed, progress=False, isolate=True)
     res = results[(run, seed)]
     print(f"{run} (seed {seed}): {res.steps} steps, final checkpoint {res.checkpoint}")
 

@@ -4,8 +4,9 @@ A notebook kernel runs several heavy phases in turn (a format warm-up, a GRPO ru
 evaluations). In one process their peaks stack: freed model weights, optimizer moments and activations are not all
 handed back to the system, and a resident-memory high-water mark never falls. Each phase in its own process peaks
 at what that phase needs. The call must be importable (a module-level function) and its arguments and result
-picklable; what the child prints reaches the same output (file descriptors are inherited), and an exception in the
-child is raised here.
+picklable, and a script (not a notebook) that calls it needs an ``if __name__ == "__main__":`` guard (the child
+imports the script's main module). What the child prints reaches the same output (file descriptors are
+inherited), and an exception in the child is raised here.
 """
 
 from __future__ import annotations

@@ -231,15 +231,20 @@ def describe_models(params: Params, names: Sequence[str] | None = None) -> list[
 # ---------------------------------------------------------------------------------------------
 
 
+def _call(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` here, in this process (``run_isolated``'s in-process twin)."""
+    return fn(*args, **kwargs)
+
+
 def train_run(params: Params, run: str, seed: int | None = None, progress: bool = True, resume: bool = True,
-              cache: ModelCache | None = None) -> TrainResult:
+              cache: ModelCache | None = None, isolate: bool = False) -> TrainResult:
     """Train (or resume) one GRPO run of a profile into ``training_run_dir(params, run, seed)``.
 
     The policy starts from the ``init`` arm's weights (or, for ``run@step``, continues from that
     run's checkpoint under a fresh schedule); the run's buyer mixture names profile buyers, built here.
-    A run with a ``warmup`` is first fine-tuned on scripted sellers' turns, in a child process
-    (:func:`negolib.core.isolate.run_isolated`: its memory is returned when it ends); GRPO (and its KL
-    reference) start from the warmed-up model.
+    A run with a ``warmup`` is first fine-tuned on scripted sellers' turns (with ``isolate``, in a child process,
+    :func:`negolib.core.isolate.run_isolated`, so its memory is returned before GRPO starts; a script that sets it
+    needs an ``if __name__ == "__main__":`` guard); GRPO (and its KL reference) start from the warmed-up model.
     """
     r = params.training.runs[run]
     seed = r.seeds[0] if seed is None else seed
@@ -260,10 +265,11 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
         import torch
 
         cuda = torch.cuda.is_available()
-        # in its own process: the warm-up's model and optimizer memory ends with it, not under GRPO's peak
-        init = str(run_isolated(run_format_warmup, resolve_model_path(init), out, warm, scenario_items(config),
-                                buyers, env_config(config), dtype=config.resolved_dtype(cuda),
-                                device="cuda" if cuda else "cpu", progress=progress))
+        # isolate: in its own process, so the warm-up's model and optimizer memory is not under GRPO's peak
+        warm_up = run_isolated if isolate and not warmup_ready(out) else _call
+        init = str(warm_up(run_format_warmup, resolve_model_path(init), out, warm, scenario_items(config),
+                           buyers, env_config(config), dtype=config.resolved_dtype(cuda),
+                           device="cuda" if cuda else "cpu", progress=progress))
     return train(config, init, out, buyers=buyers, progress=progress, resume=resume, task=paper_task(config))
 
 
