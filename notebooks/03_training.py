@@ -154,7 +154,7 @@ if ladder:
 
 # %%
 results = {}
-for run, seed in runs:  # each run in its own process: its memory ends with it (negolib.core.isolate)
+for run, seed in runs:
     results[(run, seed)] = run_isolated(train_run, params, run, seed, progress=False, isolate=True)
     res = results[(run, seed)]
     print(f"{run} (seed {seed}): {res.steps} steps, final checkpoint {res.checkpoint}")

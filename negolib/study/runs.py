@@ -18,6 +18,7 @@ A run's recipe comes from the profile: :func:`negolib.params.train_config` and
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -231,11 +232,6 @@ def describe_models(params: Params, names: Sequence[str] | None = None) -> list[
 # ---------------------------------------------------------------------------------------------
 
 
-def _call(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` here, in this process (``run_isolated``'s in-process twin)."""
-    return fn(*args, **kwargs)
-
-
 def train_run(params: Params, run: str, seed: int | None = None, progress: bool = True, resume: bool = True,
               cache: ModelCache | None = None, isolate: bool = False) -> TrainResult:
     """Train (or resume) one GRPO run of a profile into ``training_run_dir(params, run, seed)``.
@@ -265,11 +261,11 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
         import torch
 
         cuda = torch.cuda.is_available()
+        warm_up = functools.partial(run_format_warmup, resolve_model_path(init), out, warm, scenario_items(config),
+                                    buyers, env_config(config), dtype=config.resolved_dtype(cuda),
+                                    device="cuda" if cuda else "cpu", progress=progress)
         # isolate: in its own process, so the warm-up's model and optimizer memory is not under GRPO's peak
-        warm_up = run_isolated if isolate and not warmup_ready(out) else _call
-        init = str(warm_up(run_format_warmup, resolve_model_path(init), out, warm, scenario_items(config),
-                           buyers, env_config(config), dtype=config.resolved_dtype(cuda),
-                           device="cuda" if cuda else "cpu", progress=progress))
+        init = str(run_isolated(warm_up) if isolate and not warmup_ready(out) else warm_up())
     return train(config, init, out, buyers=buyers, progress=progress, resume=resume, task=paper_task(config))
 
 
