@@ -1,20 +1,21 @@
 """Benchmark: peak resident memory (VmHWM) of the default book's two heavy phases (issue 28, section 7).
 
 * ``eval``: notebook 04's language-model wave: three SmolLM2 seller arms (three copies of the weights, as the base,
-  warm-up and GRPO arms are three checkpoints) built as the factory builds them (one :class:`ModelCache`), each
-  playing the profile's declared subset (5 seeds of the held-out car domain x 2 buyers) on the evaluation
-  scaffold, batch 20, 128 new tokens, float32; all 30 episodes advance together, as ``evaluate_arms`` plays them.
+  warm-up and GRPO arms are three checkpoints), each playing the profile's declared subset (5 seeds of the held-out
+  car domain x 2 buyers) on the evaluation scaffold, batch 20, 128 new tokens, float32. ``fixed``: each arm in a
+  fresh process of its own, as ``evaluate_arms_apart`` plays notebook 04's local models (the peak is the largest
+  of the three); ``legacy``: the three in one process (one :class:`ModelCache`), all 30 episodes together.
 * ``grpo``: notebook 03's GRPO run (the profile's ``smollm2_grpo`` recipe through :func:`negolib.training.grpo.train`,
   TRL ``GRPOTrainer``, micro-batches of 4 two-round episodes), ``--steps`` steps from the packaged model.
 
 Each phase runs in a fresh child process (VmHWM is a process's high-water mark), once with the memory levers
-(``fixed``) and once ``legacy`` (the behaviour before issue 28: a KV pool per agent, and prefix-cache entries a
-prompt moved past kept until the token cap evicts them; GRPO without gradient checkpointing). It prints each peak,
-``MEMORY: <phase> fixed / legacy peak ... = <ratio>x`` and whether both variants gave identical results (a digest
-of every record, token and log-prob of the eval phase; of the trained weights of the grpo phase). ``--rounds``
-caps the evaluation episodes (the profile plays 12; fewer rounds mean shorter prompts and a lower peak);
-``--trace`` prints the peak after each LM wave. ``--dry-run`` runs both phases on a tiny random model (a test
-runs it).
+(``fixed``) and once ``legacy`` (the behaviour before issue 28: the arms in one process, a KV pool per agent, and
+prefix-cache entries a prompt moved past kept until the token cap evicts them; GRPO without gradient
+checkpointing). It prints each peak, ``MEMORY: <phase> fixed / legacy peak ... = <ratio>x`` and whether both
+variants gave identical results (a digest of every record, token and log-prob of the eval phase; of the trained
+weights of the grpo phase). ``--rounds`` caps the evaluation episodes (the profile plays 12; fewer rounds mean
+shorter prompts and a lower peak); ``--trace`` prints the peak after each LM wave. ``--dry-run`` runs both phases
+on a tiny random model (a test runs it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("eval", "grpo")
+ARMS = ("lm_base", "lm_warmup", "lm_grpo")
 
 
 def vm_hwm_gb() -> float:
@@ -80,7 +82,8 @@ def _surrogate(folder: str, work: Path) -> str:
 
 
 def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Notebook 04's LM arms (three models, one :class:`ModelCache`) on their declared subset; peak GB."""
+    """Notebook 04's LM arms on their declared subset: the three in this process (one :class:`ModelCache`), or only
+    arm ``args.arm``; writes the wave's tokens and records to ``work`` (the parent digests them)."""
     import copy
 
     from negolib.agents.factory import ModelCache, local_agent
@@ -101,16 +104,18 @@ def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.surrogate:  # the three arms' real weights stay resident; the agents play the surrogate
         from negolib.models import load_causal_lm
 
-        ballast = [load_causal_lm(folder)[0] for _ in range(3)]
+        ballast = [load_causal_lm(folder)[0] for _ in range(3 if args.arm is None else 1)]
         folder = _surrogate(folder, work)
     cache = ModelCache()
     model, tok = cache.get(folder, spec.dtype or "float32", "cpu")
     agents: dict[str, Any] = {}
     specs = []
-    for i, arm in enumerate(("lm_base", "lm_warmup", "lm_grpo")):
-        if i:  # the warm-up and GRPO arms are other checkpoints: their own weights
+    for i, arm in enumerate(ARMS):
+        if args.arm is not None and i != args.arm:
+            continue
+        if i and args.arm is None:  # the warm-up and GRPO arms are other checkpoints: their own weights
             cache.models[(f"{folder}#{arm}", spec.dtype or "float32", "cpu")] = (copy.deepcopy(model), tok)
-        key = folder if not i else f"{folder}#{arm}"
+        key = folder if not i or args.arm is not None else f"{folder}#{arm}"
         agent = local_agent(arm, key, spec, seed=i, cache=cache)
         if args.legacy:  # before issue 28: a pool per agent; superseded entries kept; the arms played together
             agent.kv_pool = None
@@ -137,9 +142,23 @@ def eval_wave(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     records = [{k: v for k, v in r.items() if k != "turns"} | {"turns": [
         {k: v for k, v in t.items() if k != "latency_s"} for t in r["turns"]]} for r in res.records]
     del ballast
+    (work / f"eval-{args.arm}.json").write_text(json.dumps({"tokens": tokens, "records": records}, default=str))
     return {"episodes": len(res.records), "turns": len(tokens), "seconds": time.perf_counter() - t0,
-            "errors": len(res.errors), "digest": _digest([sorted(tokens), records]), "surrogate": args.surrogate,
+            "errors": len(res.errors), "surrogate": args.surrogate, "result_file": str(work / f"eval-{args.arm}.json"),
             "longest_prompt": max((len(t) for t in prompts), default=0)}
+
+
+def wave_digest(files: list[str]) -> str:
+    """The digest of the eval wave's tokens and records, read from each child's file, in an order that does not
+    depend on which process played which arm."""
+    tokens: list[Any] = []
+    records: list[Any] = []
+    for f in files:
+        got = json.loads(Path(f).read_text())
+        tokens += got["tokens"]
+        records += got["records"]
+    key = [json.dumps(r, sort_keys=True, default=str) for r in records]
+    return _digest([sorted(tokens, key=lambda t: json.dumps(t)), sorted(key)])
 
 
 def _digest(obj: Any) -> str:
@@ -206,10 +225,18 @@ def child(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_child(phase: str, legacy: bool, args: argparse.Namespace) -> dict[str, Any]:
-    """One phase in a fresh process; its result line."""
+def run_child(phase: str, legacy: bool, args: argparse.Namespace, arm: int | None = None) -> dict[str, Any]:
+    """One phase in a fresh process (the fixed eval phase: one per arm); its result line."""
+    if phase == "eval" and not legacy and arm is None:  # notebook 04: each local model in a process of its own
+        parts = [run_child(phase, legacy, args, i) for i in range(len(ARMS))]
+        return {**parts[0], "peak_gb": max(p["peak_gb"] for p in parts), "arm_peaks_gb": [p["peak_gb"] for p in parts],
+                "seconds": sum(p["seconds"] for p in parts), "episodes": sum(p["episodes"] for p in parts),
+                "turns": sum(p["turns"] for p in parts), "errors": sum(p["errors"] for p in parts),
+                "longest_prompt": max(p["longest_prompt"] for p in parts),
+                "digest": wave_digest([p["result_file"] for p in parts])}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", phase, "--rounds", str(args.rounds),
            "--steps", str(args.steps), "--threads", str(args.threads), "--work-dir", args.work_dir]
+    cmd += ["--arm", str(arm)] * (arm is not None)
     cmd += ["--dry-run"] * args.dry_run + ["--legacy"] * legacy + ["--trace"] * args.trace
     cmd += ["--surrogate"] * args.surrogate
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -220,7 +247,10 @@ def run_child(phase: str, legacy: bool, args: argparse.Namespace) -> dict[str, A
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode or not lines:
         raise RuntimeError(f"{phase} (legacy={legacy}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    res = json.loads(lines[-1][len("RESULT "):])
+    if phase == "eval" and arm is None:
+        res["digest"] = wave_digest([res["result_file"]])
+    return res
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -239,6 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--trace", action="store_true", help="eval phase: peak memory after each LM wave (stderr)")
     ap.add_argument("--legacy", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", choices=PHASES, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--arm", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         args.phase = args.child

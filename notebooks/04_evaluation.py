@@ -40,7 +40,7 @@ from negolib.study.cost import dry_run
 from negolib.study.evaluation import (
     DeviationLog,
     build_specs,
-    evaluate_arms,
+    evaluate_arms_apart,
     freeze,
     pilot_gate,
     protocol_from_params,
@@ -49,7 +49,7 @@ from negolib.study.evaluation import (
 )
 from negolib.study.report.booktable import simple_table
 from negolib.study.report.evaluation import pilot_gate_table, prompt_cap_table
-from negolib.study.runs import build_agents
+from negolib.study.runs import LazyAgents
 
 # %% tags=["parameters"]
 params_path: str = "../params/smoke.yaml"  # the profile to run (the book injects its own)
@@ -101,13 +101,15 @@ else:
     print("no API-served party in this profile: nothing is billed")
 
 # %% [markdown]
-# ## Build the agents
-# Local models load once and are shared; API agents read their key from the environment variable the
-# profile names (a missing key stops here, before any call is made).
+# ## The agents
+# Each agent is built when it first plays (`LazyAgents`): local models load once and are shared; an API agent
+# reads its key from the environment variable the profile names (a missing key stops there, before any call).
+# A local model that first plays in the evaluation below plays in a process of its own, so the notebook's
+# memory peaks at one model's, not at all of them together.
 
 # %%
-agents = build_agents(params, ready + list(params.evaluation.buyers), cache=ModelCache())
-print({name: agent.backend for name, agent in agents.items()})
+agents = LazyAgents(params, ready + list(params.evaluation.buyers), cache=ModelCache())
+print({name: params.agent(name).backend for name in agents})
 
 # %% [markdown]
 # ## Pilot gate
@@ -139,8 +141,8 @@ else:
 
 # %%
 with summarize_warnings():
-    result = evaluate_arms(protocol, agents, store, progress=True, arms=ready, deviations=deviations,
-                           max_batch=params.evaluation.batch_size)
+    result = evaluate_arms_apart(protocol, agents, store, progress=True, arms=ready, deviations=deviations,
+                                 max_batch=params.evaluation.batch_size)
 print(f"played {len(result.records)} episodes now, {result.skipped} were already complete; "
       f"{len(result.errors)} error rows (a re-run completes them)")
 if not params.evaluation.pilot_ahead:

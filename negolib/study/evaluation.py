@@ -42,6 +42,7 @@ import pandas as pd
 from negolib.agents.base import Agent
 from negolib.core.errors import ValidationError
 from negolib.core.formatting import fmt_ci
+from negolib.core.isolate import run_isolated
 from negolib.core.transcripts import (
     RunSettings,
     TranscriptStore,
@@ -55,6 +56,7 @@ from negolib.games.multi_issue.rollout import EpisodeSpec, RolloutResult, make_s
 from negolib.games.multi_issue.scenarios import (
     scenario_set,
 )
+from negolib.params import Params
 from negolib.stats import ClusterResampler, RatioStat, resample_stats, summarize
 from negolib.study.eval_protocol import (  # noqa: F401 (re-exported: the protocol is part of this module's API)
     BACKENDS,
@@ -82,6 +84,7 @@ from negolib.study.eval_protocol import (  # noqa: F401 (re-exported: the protoc
     short_hash,
 )
 from negolib.study.paired import cluster_sums
+from negolib.study.runs import LazyAgents, local_weights
 
 # ---------------------------------------------------------------------------------------------
 # Append-only logs: deviations and pilot cells
@@ -458,6 +461,37 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
     return res
 
 
+
+def _evaluate_arm(params: Params, names: Sequence[str], arm: str, protocol: Protocol, store: Path,
+                  deviations: DeviationLog | None, max_batch: int | None, progress: bool) -> RolloutResult:
+    """:func:`evaluate_arms` for ``arm`` alone, its agents built here as ``LazyAgents(params, names)`` builds them
+    (the same seeds): what a child process of :func:`evaluate_arms_apart` runs."""
+    return evaluate_arms(protocol, LazyAgents(params, names), store, progress, arms=[arm], deviations=deviations,
+                         max_batch=max_batch)
+
+
+def evaluate_arms_apart(protocol: Protocol, agents: LazyAgents, store: TranscriptStore | str | Path,
+                        progress: bool = True, *, arms: Sequence[str] | None = None,
+                        deviations: DeviationLog | None = None, max_batch: int | None = None) -> RolloutResult:
+    """:func:`evaluate_arms`, with each arm whose weights would load into this process (``hf``/``trained``,
+    :func:`~negolib.study.runs.local_weights`) and that ``agents`` has not built yet played in a fresh process
+    of its own (:func:`~negolib.core.isolate.run_isolated`), one after another; the other arms play here, first.
+
+    The records are those :func:`evaluate_arms` writes with every arm together (each local model already plays
+    its episodes on its own, :func:`~negolib.games.multi_issue.rollout.cache_groups`; the child builds its agents
+    with the seeds ``agents`` would give them); only their order in the store differs. Each child's peak memory
+    is one model's and ends with it, so a notebook's peak is that of its largest arm, not of all of them.
+    """
+    path = store.path if isinstance(store, TranscriptStore) else Path(store)
+    names = list(arms if arms is not None else protocol.arm_names)
+    apart = [a for a in names if local_weights(agents.params, a) and not agents.built(a)]
+    here = [a for a in names if a not in apart]
+    results = [evaluate_arms(protocol, agents, path, progress, arms=here, deviations=deviations,
+                             max_batch=max_batch)] if here else []
+    results += [run_isolated(_evaluate_arm, agents.params, list(agents.seeds), arm, protocol, path, deviations,
+                             max_batch, progress) for arm in apart]
+    return RolloutResult([r for res in results for r in res.records], sum(res.skipped for res in results))
+
 def run_held_out_extension(protocol: Protocol, agents: Mapping[str, Agent], store: TranscriptStore | str | Path,
                            protocol_file: str | Path, *, enabled: bool, fires: bool | None,
                            arms: Sequence[str] | None = None, progress: bool = True, max_batch: int | None = None,
@@ -528,6 +562,7 @@ def arm_metrics_table(df: pd.DataFrame, resampler: ClusterResampler,
 __all__ = ["ArmSpec", "SeedBlock", "Protocol", "ProtocolError", "Deviation", "DeviationLog", "PilotLog",
            "PilotResult", "protocol_to_dict", "protocol_from_dict", "protocol_from_params", "canonical_json",
            "protocol_hash", "short_hash", "load_protocol", "freeze", "stamp", "check_protocol_hashes",
-           "evaluation_frame", "build_specs", "check_sampling", "pilot_gate", "evaluate_arms", "arm_settings",
+           "evaluation_frame", "build_specs", "check_sampling", "pilot_gate", "evaluate_arms", "evaluate_arms_apart",
+           "arm_settings",
            "run_settings", "HELD_OUT_EXTENSION", "held_out_extension_protocol", "run_held_out_extension",
            "arm_metrics_table", "HASH_FIELD"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,14 +172,58 @@ def build_agent(name: str, spec: AgentSpec, seed: int = 0, *, params: Params | N
 
 def build_agents(params: Params, names: Sequence[str], seed: int | None = None,
                  cache: ModelCache | None = None) -> dict[str, Agent]:
-    """Agents for arm and buyer ``names`` of a profile (sellers get role 'seller', buyers 'buyer')."""
-    cache = cache or ModelCache()
-    base = params.seed if seed is None else seed
-    out: dict[str, Agent] = {}
-    for i, n in enumerate(names):
-        role = "seller" if n in params.arms else "buyer"
-        out[n] = build_agent(n, params.agent(n), base + i, params=params, cache=cache, role=role)
-    return out
+    """Agents for arm and buyer ``names`` of a profile (sellers get role 'seller', buyers 'buyer'); the agent of
+    ``names[i]`` is seeded ``seed + i`` (``seed`` defaults to the profile's)."""
+    agents = LazyAgents(params, names, seed, cache)
+    return {n: agents[n] for n in names}
+
+
+class LazyAgents(Mapping[str, Agent]):
+    """The agents :func:`build_agents` builds for ``names`` (the same seeds), each built on first use.
+
+    Iterating or testing membership builds nothing, so a notebook can hold the whole mapping while some arms
+    play in other processes (:func:`negolib.study.evaluation.evaluate_arms_apart`): their weights are never
+    loaded here. :meth:`built` says which agents exist.
+    """
+
+    def __init__(self, params: Params, names: Sequence[str], seed: int | None = None,
+                 cache: ModelCache | None = None) -> None:
+        base = params.seed if seed is None else seed
+        self.params, self.names = params, list(dict.fromkeys(names))
+        self.seeds = {n: base + i for i, n in enumerate(names)}  # a repeated name keeps its last position's seed
+        self.cache = cache or ModelCache()
+        self._agents: dict[str, Agent] = {}
+
+    def __getitem__(self, name: str) -> Agent:
+        if name not in self._agents:
+            if name not in self.seeds:
+                raise KeyError(name)
+            role = "seller" if name in self.params.arms else "buyer"
+            self._agents[name] = build_agent(name, self.params.agent(name), self.seeds[name], params=self.params,
+                                             cache=self.cache, role=role)
+        return self._agents[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.seeds  # Mapping's own would build the agent
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def built(self, name: str) -> bool:
+        """True once ``name``'s agent exists in this process."""
+        return name in self._agents
+
+
+def local_weights(params: Params, name: str) -> bool:
+    """True when arm ``name`` decodes with weights loaded into this process (an ``hf`` or ``trained`` arm, or a
+    ``fixed_opening`` arm around one); a ``vllm``, API or scripted arm is False."""
+    spec = params.agent(name)
+    if spec.backend == "fixed_opening" and spec.inner:
+        return local_weights(params, spec.inner)
+    return spec.backend in ("hf", "trained")
 
 
 def describe_models(params: Params, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -269,5 +313,6 @@ def train_run(params: Params, run: str, seed: int | None = None, progress: bool 
     return train(config, init, out, buyers=buyers, progress=progress, resume=resume, task=paper_task(config))
 
 
-__all__ = ["arm_steps", "arm_weights", "base_arm", "build_agent", "build_agents", "checkpoint_dir",
-           "describe_models", "train_config", "train_run", "trained_ready", "training_run_dir", "warmup_config"]
+__all__ = ["LazyAgents", "arm_steps", "arm_weights", "base_arm", "build_agent", "build_agents", "checkpoint_dir",
+           "describe_models", "local_weights", "train_config", "train_run", "trained_ready", "training_run_dir",
+           "warmup_config"]
