@@ -210,8 +210,9 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 def kernels_peak_gb() -> float | None:
-    """The largest peak resident memory (GB) of any finished child process of this one: the notebooks' kernels,
-    each shut down (and so waited for) when its notebook ends. ``None`` where the platform does not say."""
+    """The largest peak resident memory (GB, 10^9 bytes) of any finished descendant of this one: the notebooks'
+    kernels, each shut down (and so waited for) when its notebook ends, and the processes they waited for. ``None``
+    where the platform does not say."""
     try:
         import resource
     except ImportError:  # not on Windows
@@ -219,7 +220,7 @@ def kernels_peak_gb() -> float | None:
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kilobytes on Linux, bytes on macOS
     if not peak:
         return None
-    return round(peak / (1024 ** 3 if sys.platform == "darwin" else 1024 ** 2), 3)
+    return round(peak * (1 if sys.platform == "darwin" else 1024) / 1e9, 3)  # bytes on macOS, KiB on Linux
 
 
 def execute_notebook(name: str, params_path: Path, output_dir: Path, kernel: str,

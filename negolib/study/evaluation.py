@@ -461,7 +461,6 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
     return res
 
 
-
 def _evaluate_arm(params: Params, names: Sequence[str], arm: str, protocol: Protocol, store: Path,
                   deviations: DeviationLog | None, max_batch: int | None, progress: bool) -> RolloutResult:
     """:func:`evaluate_arms` for ``arm`` alone, its agents built here as ``LazyAgents(params, names)`` builds them
