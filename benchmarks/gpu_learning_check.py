@@ -24,8 +24,9 @@ so a run stopped by its deadline keeps what finished) and a markdown snippet (``
     ``--scenarios`` x ``--rollouts`` episodes a step (16 x 8), ``--max-rounds`` rounds (12), ``--max-new-tokens``
     new tokens a seller turn (256, within the paper's 128-768), against the scripted training buyers, for as
     many steps as fit the deadline (a callback stops training when the next step plus the evaluation would not
-    fit). Generation uses ``--train-gen`` (``paged`` by default, one session per rollout, closed before the
-    update; ``agent``; ``plain``); a path that failed in the A/B is replaced by ``plain``, and a paged failure
+    fit). Generation uses ``--train-gen`` (``auto`` by default: the fastest in the A/B; ``paged``, one session
+    per rollout, closed before the update; ``agent``; ``plain``), evaluation the same path; a path that failed in
+    the A/B is replaced by ``plain``, and a paged failure
     during training falls back to plain ``generate`` for the rest of the run, recorded. If training raises
     after at least one step, the policy as it stands is saved and evaluated, with the error recorded. Per step:
     reward, score, deal rate, KL, bad-parse rate, seconds, generated tokens/s.
@@ -109,8 +110,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--kl-beta", type=float, default=0.04)
     ap.add_argument("--loo-std-floor", type=float, default=0.0)
     ap.add_argument("--micro-batch", type=int, default=8, help="episodes per forward/backward")
-    ap.add_argument("--train-gen", choices=("paged", "agent", "plain"), default="paged",
-                    help="training generation path (one that failed in the A/B falls back to plain)")
+    ap.add_argument("--train-gen", choices=("auto", "paged", "agent", "plain"), default="auto",
+                    help="generation path of training and evaluation (auto: the fastest of paged, agent and plain "
+                         "in the A/B, else paged; one that failed in the A/B falls back to plain)")
     ap.add_argument("--cb-memory", type=float, default=0.3, help="GPU memory share of the paged KV cache")
     ap.add_argument("--cb-graphs", choices=("auto", "on", "off"), default="auto",
                     help="CUDA graphs of the paged path (auto: transformers decides)")
@@ -561,11 +563,7 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
     from negolib.training.rollout import HFAgentGenerator
 
     cfg = train_config(args)
-    gen = args.train_gen
-    measured = (ab or {}).get("paths", {})
-    if measured.get(gen, {}).get("status", "ok") != "ok":
-        log(f"training: the {gen} path failed in the A/B; generating with plain generate")
-        gen = "plain"
+    gen = generation_path(args, ab)
     n_eval = args.eval_seeds * _eval_domain_count(args) * len(_eval_buyers(args))
     rollout_s: list[float] = []
     agents: list[HFAgent] = []
@@ -697,8 +695,26 @@ def _weight_change(a: str, b: str) -> float | None:
         return None
 
 
-def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict[str, Any]:
-    """Both arms on the same paired episodes; per-arm means and the trained - start contrasts."""
+def generation_path(args: argparse.Namespace, ab: dict[str, Any] | None) -> str:
+    """The generation path of training and evaluation: ``--train-gen``, or with ``auto`` the fastest of the paths
+    training can use (paged, agent, plain) that worked in the A/B (paged when the A/B measured none); a chosen path
+    that failed in the A/B is replaced by plain."""
+    measured = (ab or {}).get("paths", {})
+    gen = args.train_gen
+    if gen == "auto":
+        ok = {k: v for k, v in measured.items() if k in ("paged", "agent", "plain") and v.get("status") == "ok"
+              and v.get("tokens_per_s")}
+        gen = max(ok, key=lambda k: ok[k]["tokens_per_s"]) if ok else "paged"
+        log(f"generation path: {gen} (auto: the fastest in the A/B)" if ok else "generation path: paged (auto: no A/B)")
+    if measured.get(gen, {}).get("status", "ok") != "ok":
+        log(f"generation: the {gen} path failed in the A/B; generating with plain generate")
+        gen = "plain"
+    return gen
+
+
+def phase_evaluation(args: argparse.Namespace, start: str, trained: str, gen: str = "paged") -> dict[str, Any]:
+    """Both arms on the same paired episodes, generated on path ``gen`` (as training was); per-arm means and the
+    trained - start contrasts."""
     from negolib.core.sampling import SamplingConfig
     from negolib.core.transcripts import episodes_frame
     from negolib.games.multi_issue.env import EnvConfig
@@ -720,26 +736,31 @@ def phase_evaluation(args: argparse.Namespace, start: str, trained: str) -> dict
         t0 = time.perf_counter()
         model, tok = load_causal_lm(path, dtype=dtype, device=device)
         sampling = SamplingConfig(1.0, 0.95, 64, args.eval_max_new_tokens, seed=args.seed)
-        agent = PagedHFAgent(model, tok, sampling, scaffold="evaluation", name=arm, max_batch=1_000_000,
-                             prompt_cap=128 if args.dry_run else 2048, prefix_cache_tokens=0, render=render_messages,
-                             cb_config=cb_config(args))
+        kw = dict(scaffold="evaluation", name=arm, max_batch=1_000_000, prompt_cap=128 if args.dry_run else 2048,
+                  render=render_messages)
+        agent = (PagedHFAgent(model, tok, sampling, prefix_cache_tokens=0, cb_config=cb_config(args), **kw)
+                 if gen == "paged" else HFAgent(model, tok, sampling, **kw) if gen == "agent"
+                 else HFAgent(model, tok, sampling, prefix_cache_tokens=0, **kw))
         specs = make_specs(arm, arm, list(buyers), scenarios, env)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try:
-                agent.open(args.seed)
-            except Exception as exc:  # noqa: BLE001 - evaluate on negolib's path instead
-                agent.failure = f"{type(exc).__name__}: {exc}"
+            paged = isinstance(agent, PagedHFAgent)
+            if paged:
+                try:
+                    agent.open(args.seed)
+                except Exception as exc:  # noqa: BLE001 - evaluate on negolib's path instead
+                    agent.failure = f"{type(exc).__name__}: {exc}"
             try:
                 res = run_episodes(specs, {arm: agent, **buyers}, progress=False)
             finally:
-                agent.close()
+                if paged:
+                    agent.close()
         records += res.records
         st = agent.stats
-        arms[arm] = {"path": path, "episodes": len(res.records), "errors": len(res.errors),
+        arms[arm] = {"path": path, "episodes": len(res.records), "errors": len(res.errors), "generation": gen,
                      "seconds": time.perf_counter() - t0, "generated_tokens": st.decode_tokens,
                      "gen_tokens_per_s": st.decode_tokens / st.decode_s if st.decode_s else None,
-                     "paged_failure": agent.failure, "fallback_calls": agent.fallback}
+                     "paged_failure": getattr(agent, "failure", None), "fallback_calls": getattr(agent, "fallback", 0)}
         log(f"evaluation {arm}: {len(res.records)} episodes in {arms[arm]['seconds']:.1f}s")
         del model, agent
         _free()
@@ -924,7 +945,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 else:
                     if "training" not in res["phases"]:
                         raise RuntimeError("no trained policy (training failed)")
-                    res["phases"][phase] = phase_evaluation(args, start, res["phases"]["training"]["trained"])
+                    res["phases"][phase] = phase_evaluation(args, start, res["phases"]["training"]["trained"],
+                                                            res["phases"]["training"].get("generation", "paged"))
                 res["status"][phase] = "ok"
             except Exception as exc:  # noqa: BLE001 - keep the other phases' results
                 traceback.print_exc()

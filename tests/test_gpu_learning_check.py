@@ -27,7 +27,7 @@ def test_defaults_are_the_paper_shapes():
     assert (args.scenarios, args.rollouts, args.max_rounds) == (16, 8, 12)
     assert 128 <= args.max_new_tokens <= 768 and 128 <= args.eval_max_new_tokens <= 768
     assert args.eval_seeds * len(args.eval_buyers.split(",")) >= 128  # paired episodes per arm (one domain)
-    assert {"plain", "paged"} <= set(args.ab_paths.split(",")) and args.train_gen == "paged"
+    assert {"plain", "paged"} <= set(args.ab_paths.split(",")) and args.train_gen == "auto"
     assert args.model == "auto" and not args.dry_run
 
 
@@ -52,7 +52,23 @@ def test_render_and_readme_block(tmp_path):
     assert "## GPU learning check (issue 14 item 3), as measured" in text
 
 
-def test_dry_run_every_phase(tmp_path):
+def test_auto_generation_path_is_the_fastest_that_worked():
+    mod = _load()
+    ab = {"paths": {"plain": {"status": "ok", "tokens_per_s": 1676.0},
+                    "agent": {"status": "ok", "tokens_per_s": 4512.0},
+                    "paged": {"status": "ok", "tokens_per_s": 860.0},
+                    "static": {"status": "ok", "tokens_per_s": 9e9}}}
+    auto = mod.parse_args([])
+    assert mod.generation_path(auto, ab) == "agent"  # the H200's A/B of 2026-12-04 (static is not a training path)
+    assert mod.generation_path(auto, None) == "paged"
+    ab["paths"]["agent"]["status"] = "failed: RuntimeError"
+    assert mod.generation_path(auto, ab) == "plain"
+    ab["paths"]["paged"]["status"] = "failed: RuntimeError"
+    assert mod.generation_path(mod.parse_args(["--train-gen", "paged"]), ab) == "plain"  # a failed choice: plain
+
+
+@pytest.mark.parametrize("gen", ["paged", "agent"])
+def test_dry_run_every_phase(tmp_path, gen):
     pytest.importorskip("trl")
     import torch
 
@@ -61,7 +77,7 @@ def test_dry_run_every_phase(tmp_path):
     md = tmp_path / "r.md"
     # A deadline already passed: training stops by the deadline after its one guaranteed step.
     res = _load().main(["--dry-run", "--deadline-s", "1", "--out", str(tmp_path / "work"), "--json", str(out),
-                        "--markdown", str(md)])
+                        "--markdown", str(md), "--train-gen", gen])
     data = json.loads(out.read_text())
     assert data["status"] == {p: "ok" for p in ("generation_ab", "warmup", "training", "evaluation")}, data["status"]
     ab = data["phases"]["generation_ab"]
@@ -70,7 +86,7 @@ def test_dry_run_every_phase(tmp_path):
         assert row["status"] == "ok" and row["tokens"] == ab["rows"] * ab["new_tokens_per_row"], (name, row)
         assert row["tokens_per_s"] > 0
     tr = data["phases"]["training"]
-    assert tr["steps"] == 1 and tr["stopped_by_deadline"] and tr["generation"] == "paged"
+    assert tr["steps"] == 1 and tr["stopped_by_deadline"] and tr["generation"] == gen
     assert tr["paged_failure"] is None and len(tr["curve"]) == 1
     for key in ("reward", "score", "deal_rate", "kl", "step_s"):
         assert tr["curve"][0][key] is not None, key
@@ -78,6 +94,7 @@ def test_dry_run_every_phase(tmp_path):
     assert ev["episodes_per_arm"] == 8
     for arm in ("start", "trained"):
         assert ev["arms"][arm]["episodes"] == 8 and ev["arms"][arm]["paged_failure"] is None
+        assert ev["arms"][arm]["generation"] == gen
     for metric in ("score", "deal_rate", "seller_bad_parse_rate"):
         c = ev["contrasts"][metric]
         assert c["n_episodes"] == 8 and c["ci_low"] <= c["estimate"] <= c["ci_high"]
