@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gc
 import json
 import math
@@ -442,12 +443,9 @@ def phase_generation_ab(args: argparse.Namespace, model_path: str) -> dict[str, 
     n, budget = len(prompts), args.ab_tokens
     sampling = SamplingConfig(1.0, 0.95, 64, budget, seed=args.seed)
     makers: dict[str, Callable[[], HFAgent]] = {
-        "plain": lambda: HFAgent(model, tok, sampling, "training", "plain", n, 4096, prefix_cache_tokens=0),
-        "agent": lambda: HFAgent(model, tok, sampling, "training", "agent", n, 4096),
-        "paged": lambda: PagedHFAgent(model, tok, sampling, "training", "paged", n, 4096, prefix_cache_tokens=0,
-                                      cb_config=cb_config(args)),
-        "static": lambda: StaticCacheAgent(model, tok, sampling, "training", "static", n, 4096),
-    }
+        path: functools.partial(path_agent, path, args, model, tok, sampling, scaffold="training", name=path,
+                                max_batch=n, prompt_cap=4096) for path in ("plain", "agent", "paged")}
+    makers["static"] = lambda: StaticCacheAgent(model, tok, sampling, "training", "static", n, 4096)
     out: dict[str, Any] = {"rows": n, "new_tokens_per_row": budget, "prompt_tokens_mean": sum(map(len, prompts)) / n,
                            "dtype": dtype, "paths": {}}
     log(f"A/B: {n} rows x {budget} new tokens, prompts ~{out['prompt_tokens_mean']:.0f} tokens")
@@ -599,18 +597,15 @@ def phase_training(args: argparse.Namespace, start: str, work: Path, ab: dict[st
     def generator(seed: int) -> Any:
         sampling = SamplingConfig.seeded(c.decoding, seed=seed)
         model = trainer.accelerator.unwrap_model(trainer.model)
-        kw = dict(scaffold=c.scaffold, max_batch=1_000_000, prompt_cap=c.max_prompt_tokens)
-        if gen == "paged" and state["paged_failure"] is None:
-            agent: HFAgent = PagedHFAgent(model, factory.tokenizer, sampling, prefix_cache_tokens=0,
-                                          cb_config=cb_config(args), **kw)
+        # plain once the paged path failed: the rest of the run generates with plain generate
+        path = "plain" if gen == "paged" and state["paged_failure"] is not None else gen
+        agent = path_agent(path, args, model, factory.tokenizer, sampling, scaffold=c.scaffold, max_batch=1_000_000,
+                           prompt_cap=c.max_prompt_tokens)
+        if isinstance(agent, PagedHFAgent):
             try:
                 agent.open(seed)  # one session per rollout: closed before the update (see rollout_func)
             except Exception as exc:  # noqa: BLE001 - generate_ids falls back to plain generate
                 agent.failure = f"{type(exc).__name__}: {exc}"
-        elif gen == "agent":
-            agent = HFAgent(model, factory.tokenizer, sampling, **kw)
-        else:  # plain (also the paged path's fallback once it failed)
-            agent = HFAgent(model, factory.tokenizer, sampling, prefix_cache_tokens=0, **kw)
         agents.append(agent)
         return HFAgentGenerator(agent)
 
@@ -695,6 +690,19 @@ def _weight_change(a: str, b: str) -> float | None:
         return None
 
 
+def path_agent(path: str, args: argparse.Namespace, model: Any, tok: Any, sampling: Any, **kw: Any) -> HFAgent:
+    """The agent that generates on ``path``: ``paged`` (a :class:`PagedHFAgent`, not yet opened), ``agent``
+    (negolib's default ``HFAgent``, prefix cache on) or ``plain`` (``HFAgent`` without prefix reuse); ``kw`` go to
+    the agent (scaffold, name, max_batch, prompt_cap, render)."""
+    if path == "paged":
+        return PagedHFAgent(model, tok, sampling, prefix_cache_tokens=0, cb_config=cb_config(args), **kw)
+    if path == "agent":
+        return HFAgent(model, tok, sampling, **kw)
+    if path == "plain":
+        return HFAgent(model, tok, sampling, prefix_cache_tokens=0, **kw)
+    raise ValueError(f"unknown generation path {path!r}: paged, agent or plain")
+
+
 def generation_path(args: argparse.Namespace, ab: dict[str, Any] | None) -> str:
     """The generation path of training and evaluation: ``--train-gen``, or with ``auto`` the fastest of the paths
     training can use (paged, agent, plain) that worked in the A/B (paged when the A/B measured none); a chosen path
@@ -736,11 +744,8 @@ def phase_evaluation(args: argparse.Namespace, start: str, trained: str, gen: st
         t0 = time.perf_counter()
         model, tok = load_causal_lm(path, dtype=dtype, device=device)
         sampling = SamplingConfig(1.0, 0.95, 64, args.eval_max_new_tokens, seed=args.seed)
-        kw = dict(scaffold="evaluation", name=arm, max_batch=1_000_000, prompt_cap=128 if args.dry_run else 2048,
-                  render=render_messages)
-        agent = (PagedHFAgent(model, tok, sampling, prefix_cache_tokens=0, cb_config=cb_config(args), **kw)
-                 if gen == "paged" else HFAgent(model, tok, sampling, **kw) if gen == "agent"
-                 else HFAgent(model, tok, sampling, prefix_cache_tokens=0, **kw))
+        agent = path_agent(gen, args, model, tok, sampling, scaffold="evaluation", name=arm, max_batch=1_000_000,
+                           prompt_cap=128 if args.dry_run else 2048, render=render_messages)
         specs = make_specs(arm, arm, list(buyers), scenarios, env)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

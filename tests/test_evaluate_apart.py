@@ -55,11 +55,12 @@ def test_lazy_agents_build_on_first_use_with_build_agents_seeds(smoke):
         agents["no_such_arm"]
 
 
-def test_arms_apart_write_the_records_of_arms_together_and_load_no_model_here(smoke, tmp_path):
+@pytest.mark.parametrize("seed", [None, 7])  # 7: not the profile's seed, so the child must be given the caller's
+def test_arms_apart_write_the_records_of_arms_together_and_load_no_model_here(smoke, tmp_path, seed):
     params, protocol = smoke
-    together = evaluate_arms(protocol, LazyAgents(params, _names(params)), tmp_path / "together.jsonl",
+    together = evaluate_arms(protocol, LazyAgents(params, _names(params), seed), tmp_path / "together.jsonl",
                              progress=False, arms=ARMS)
-    agents = LazyAgents(params, _names(params))
+    agents = LazyAgents(params, _names(params), seed)
     apart = evaluate_arms_apart(protocol, agents, tmp_path / "apart.jsonl", progress=False, arms=ARMS)
     assert not agents.built("tiny_base") and agents.built("boulware")  # the model played in a child only
     lm = [r for r in apart.records if r["arm"] == "tiny_base"]

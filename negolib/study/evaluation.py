@@ -461,12 +461,12 @@ def evaluate_arms(protocol: Protocol, agents: Mapping[str, Agent], store: Transc
     return res
 
 
-def _evaluate_arm(params: Params, names: Sequence[str], arm: str, protocol: Protocol, store: Path,
+def _evaluate_arm(params: Params, seeds: Mapping[str, int], arm: str, protocol: Protocol, store: Path,
                   deviations: DeviationLog | None, max_batch: int | None, progress: bool) -> RolloutResult:
-    """:func:`evaluate_arms` for ``arm`` alone, its agents built here as ``LazyAgents(params, names)`` builds them
-    (the same seeds): what a child process of :func:`evaluate_arms_apart` runs."""
-    return evaluate_arms(protocol, LazyAgents(params, names), store, progress, arms=[arm], deviations=deviations,
-                         max_batch=max_batch)
+    """:func:`evaluate_arms` for ``arm`` alone, its agents built here with the caller's ``seeds``
+    (:meth:`LazyAgents.from_seeds`): what a child process of :func:`evaluate_arms_apart` runs."""
+    return evaluate_arms(protocol, LazyAgents.from_seeds(params, seeds), store, progress, arms=[arm],
+                         deviations=deviations, max_batch=max_batch)
 
 
 def evaluate_arms_apart(protocol: Protocol, agents: LazyAgents, store: TranscriptStore | str | Path,
@@ -487,7 +487,7 @@ def evaluate_arms_apart(protocol: Protocol, agents: LazyAgents, store: Transcrip
     here = [a for a in names if a not in apart]
     results = [evaluate_arms(protocol, agents, path, progress, arms=here, deviations=deviations,
                              max_batch=max_batch)] if here else []
-    results += [run_isolated(_evaluate_arm, agents.params, list(agents.seeds), arm, protocol, path, deviations,
+    results += [run_isolated(_evaluate_arm, agents.params, agents.seeds, arm, protocol, path, deviations,
                              max_batch, progress) for arm in apart]
     return RolloutResult([r for res in results for r in res.records], sum(res.skipped for res in results))
 

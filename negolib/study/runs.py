@@ -189,10 +189,18 @@ class LazyAgents(Mapping[str, Agent]):
     def __init__(self, params: Params, names: Sequence[str], seed: int | None = None,
                  cache: ModelCache | None = None) -> None:
         base = params.seed if seed is None else seed
-        self.params, self.names = params, list(dict.fromkeys(names))
-        self.seeds = {n: base + i for i, n in enumerate(names)}  # a repeated name keeps its last position's seed
+        self.params = params
+        # each name's seed, in the order of first appearance (a repeated name keeps its last position's seed)
+        self.seeds: dict[str, int] = {n: base + i for i, n in enumerate(names)}
         self.cache = cache or ModelCache()
         self._agents: dict[str, Agent] = {}
+
+    @classmethod
+    def from_seeds(cls, params: Params, seeds: Mapping[str, int], cache: ModelCache | None = None) -> LazyAgents:
+        """The mapping whose agents get exactly ``seeds`` (another process's :attr:`seeds`): the same agents."""
+        agents = cls(params, [], cache=cache)
+        agents.seeds = dict(seeds)
+        return agents
 
     def __getitem__(self, name: str) -> Agent:
         if name not in self._agents:
@@ -207,10 +215,10 @@ class LazyAgents(Mapping[str, Agent]):
         return name in self.seeds  # Mapping's own would build the agent
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
+        return iter(self.seeds)
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.seeds)
 
     def built(self, name: str) -> bool:
         """True once ``name``'s agent exists in this process."""
