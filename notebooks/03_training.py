@@ -262,11 +262,11 @@ display(book.save_table(training_table(training_summary(logs, vals), paper)))
 # %%
 if lesson is not None and importlib.util.find_spec("trl"):
     from negolib.study.lesson import (
+        episode_text,
         evaluate_lesson,
         lesson_headline,
         lesson_key,
         lesson_result,
-        opening_text,
         train_lesson,
     )
     from negolib.study.report.lesson import decomposition_table, lesson_figure, lesson_table, side_by_side
@@ -306,12 +306,13 @@ if lesson_res is not None:
     book.save_figure(lesson_figure(lesson_res), "lesson_contrast")
 
 # %% [markdown]
-# One held-out scenario (the first evaluation seed, fixed in advance, not picked for its result), opened by the
-# start policy and by the trained one, with the same sampling seed.
+# One held-out scenario (the first evaluation seed, fixed in advance, not picked for its result), played by the
+# start policy and by the trained one with the same sampling seed: the seller's first turn as written, then every
+# later turn's action (a one-round lesson has its opening only).
 
 # %%
 if lesson_res is not None:
-    print(side_by_side(opening_text(before[0]), opening_text(after[0]),
+    print(side_by_side(episode_text(before[0]), episode_text(after[0]),
                        f"{before[0]['domain']} seed {before[0]['seed']}"))
     book.update_headline(lesson=lesson_headline(lesson_res, prereg, t_train))  # outputs/<profile>/headline.json
 

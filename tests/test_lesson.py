@@ -20,6 +20,7 @@ from negolib.study.lesson import (
     NO_DEAL_SCORE,
     Episodes,
     decompose,
+    episode_text,
     lesson_buyer,
     lesson_env,
     lesson_result,
@@ -258,3 +259,24 @@ def test_lora_lesson_reaches_the_trainer_and_the_preregistration():
     assert "full fine-tuning" in preregister(LESSON).lines()[-1]
     assert ("lora_rank", "must be >= 0, got -1") in dataclasses.replace(LESSON, lora_rank=-1).problems()
     assert load_params("params/default.yaml").lesson.lora_rank > 0  # the default lesson trains adapters
+
+
+def _turn(n: int, role: str, action: str | None, terms: dict[str, object] | None = None) -> dict[str, object]:
+    act = None if action is None else {"action": action, "terms": [{"name": k, "value": v}
+                                                                    for k, v in (terms or {}).items()]}
+    return {"turn": n, "role": role, "raw": f"{role} says {n}", "action": act,
+            "parse_error": None if action else "no JSON object"}
+
+
+def test_episode_text_shows_every_later_turn_of_a_multi_round_episode():
+    deal = {"deal": True, "seller_utility": 0.61, "score": 0.61}
+    one = {"turns": [_turn(1, "seller", "COUNTER", {"seats": 240})], "outcome": deal}
+    assert episode_text(one) == "seller says 1\n-> deal, seller utility 0.610; S = +0.610"
+    four = {"turns": [_turn(1, "seller", "COUNTER", {"seats": 240}), _turn(2, "buyer", "COUNTER", {"seats": 100}),
+                      _turn(3, "seller", None), _turn(4, "buyer", "ACCEPT")],
+            "outcome": {"deal": False, "score": -0.3}}
+    lines = episode_text(four).splitlines()
+    assert lines == ["seller says 1", "turn 2, buyer: COUNTER seats=100",
+                     "turn 3, seller: (no valid action: no JSON object)", "turn 4, buyer: ACCEPT",
+                     "-> no deal; S = -0.300"]
+    assert episode_text({"turns": [], "outcome": {"deal": False, "score": -0.3}}).startswith("(no turn)")

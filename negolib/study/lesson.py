@@ -412,17 +412,30 @@ def lesson_headline(res: LessonResult, pre: Preregistration, train_seconds: floa
             "train_seconds": round(train_seconds, 1)}
 
 
-def opening_text(record: dict[str, Any]) -> str:
-    """The seller's first turn of ``record`` as it wrote it, with how the episode ended."""
+def _action_text(turn: dict[str, Any]) -> str:
+    """A turn's parsed action in one line (``COUNTER seats=240, deployment=cloud``), or why it has none."""
+    action = turn.get("action") or {}
+    if not action:
+        return f"(no valid action: {turn.get('parse_error') or 'unparsed'})"
+    terms = ", ".join(f"{t.get('name')}={t.get('value')}" for t in action.get("terms") or [])
+    return f"{action.get('action', '?')} {terms}".strip()
+
+
+def episode_text(record: dict[str, Any]) -> str:
+    """An episode as the seller played it: its first turn as written, then every later turn as
+    ``turn k, role: ACTION terms``, and how the episode ended (a one-round episode shows its opening alone)."""
     turns = record.get("turns") or []
-    first = next((t for t in turns if t.get("role") == "seller"), None)
+    first = next((i for i, t in enumerate(turns) if t.get("role") == "seller"), None)
     out = record.get("outcome") or {}
-    text = (first or {}).get("raw") or (first or {}).get("prose") or "(no turn)"
+    lines = ["(no turn)"] if first is None else [turns[first].get("raw") or turns[first].get("prose") or ""]
+    if first is not None:
+        lines += [f"turn {t.get('turn', i + 1)}, {t.get('role')}: {_action_text(t)}"
+                  for i, t in enumerate(turns) if i > first]
     end = (f"deal, seller utility {out['seller_utility']:.3f}" if out.get("deal")
            else "no deal") + f"; S = {out.get('score', math.nan):+.3f}"
-    return f"{text}\n-> {end}"
+    return "\n".join(lines) + f"\n-> {end}"
 
 
 __all__ = ["COMMON", "Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
            "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_headline",
-           "lesson_key", "lesson_result", "opening_text", "preregister", "train_config", "train_lesson"]
+           "lesson_key", "lesson_result", "episode_text", "preregister", "train_config", "train_lesson"]

@@ -100,7 +100,7 @@ def lesson_figure(res: Any, title: str = "") -> Figure:
 
 
 def side_by_side(before: str, after: str, where: str) -> str:
-    """One held-out scenario's opening by the start and by the trained seller, as text."""
+    """One held-out scenario played by the start and by the trained seller, as text."""
     return (f"=== {where}: the start policy ===\n{before}\n\n=== {where}: the trained policy ===\n{after}")
 
 
