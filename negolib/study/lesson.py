@@ -437,5 +437,5 @@ def episode_text(record: dict[str, Any]) -> str:
 
 
 __all__ = ["COMMON", "Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
-           "decompose", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_headline",
-           "lesson_key", "lesson_result", "episode_text", "preregister", "train_config", "train_lesson"]
+           "decompose", "episode_text", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env",
+           "lesson_headline", "lesson_key", "lesson_result", "preregister", "train_config", "train_lesson"]
