@@ -248,12 +248,14 @@ display(book.save_table(training_table(training_summary(logs, vals), paper)))
 # %% [markdown]
 # ## The matched lesson: train on a task, then play held-out seeds of the same task
 # The lesson starts from the policy the book's GRPO run starts from (its format warm-up, step 0) and trains it
-# with the same GRPO path on the pre-registered task. The buyer's rule is stated, not hidden: it accepts an
-# opening that names at least the stated number of contract terms in range, and otherwise there is no deal
-# (S = −0.3). On a deal the seller's score is its utility, where an unnamed term counts at half its weight and a
-# named one at the value named; so what pays is reading one's private brief and opening firm on the terms that
-# matter most. Then both the start and the trained policy play the same held-out scenarios with the same
-# sampling seeds, and the difference is read with the paired seed-cluster bootstrap.
+# with the same GRPO path on the pre-registered task; the table above states the task's buyer and horizon.
+# The default profile's one-round lesson states its buyer's rule: it accepts an opening that names at least the
+# stated number of contract terms in range, and otherwise there is no deal (S = −0.3). On a deal the seller's
+# score is its utility, where an unnamed term counts at half its weight and a named one at the value named; so
+# what pays is reading one's private brief and opening firm on the terms that matter most. The course profile's
+# multi-round lesson plays a scripted conceding buyer instead (it gives ground early), so what pays there is
+# holding firm while it concedes. Then both the start and the trained policy play the same held-out scenarios
+# with the same sampling seeds, and the difference is read with the paired seed-cluster bootstrap.
 #
 # A rise in S can come from closing more often (the deal rate) or from better deals (utility on deals). The
 # lesson asks for both to be shown: the S gain with its interval, the utility on deals with its interval, and the
