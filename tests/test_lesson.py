@@ -277,6 +277,6 @@ def test_episode_text_shows_every_later_turn_of_a_multi_round_episode():
             "outcome": {"deal": False, "score": -0.3}}
     lines = episode_text(four).splitlines()
     assert lines == ["seller says 1", "turn 2, buyer: COUNTER seats=100",
-                     "turn 3, seller: (no valid action: no JSON object)", "turn 4, buyer: ACCEPT",
+                     "turn 3, seller: bad parse (no JSON object)", "turn 4, buyer: ACCEPT",
                      "-> no deal; S = -0.300"]
     assert episode_text({"turns": [], "outcome": {"deal": False, "score": -0.3}}).startswith("(no turn)")

@@ -30,6 +30,7 @@ import numpy as np
 
 from negolib.agents.base import Agent
 from negolib.games.multi_issue.env import EnvConfig
+from negolib.games.multi_issue.protocol import action_text
 from negolib.stats import (
     ClusterResampler,
     RatioStat,
@@ -412,24 +413,17 @@ def lesson_headline(res: LessonResult, pre: Preregistration, train_seconds: floa
             "train_seconds": round(train_seconds, 1)}
 
 
-def _action_text(turn: dict[str, Any]) -> str:
-    """A turn's parsed action in one line (``COUNTER seats=240, deployment=cloud``), or why it has none."""
-    action = turn.get("action") or {}
-    if not action:
-        return f"(no valid action: {turn.get('parse_error') or 'unparsed'})"
-    terms = ", ".join(f"{t.get('name')}={t.get('value')}" for t in action.get("terms") or [])
-    return f"{action.get('action', '?')} {terms}".strip()
-
-
 def episode_text(record: dict[str, Any]) -> str:
     """An episode as the seller played it: its first turn as written, then every later turn as
     ``turn k, role: ACTION terms``, and how the episode ended (a one-round episode shows its opening alone)."""
     turns = record.get("turns") or []
     first = next((i for i, t in enumerate(turns) if t.get("role") == "seller"), None)
     out = record.get("outcome") or {}
-    lines = ["(no turn)"] if first is None else [turns[first].get("raw") or turns[first].get("prose") or ""]
-    if first is not None:
-        lines += [f"turn {t.get('turn', i + 1)}, {t.get('role')}: {_action_text(t)}"
+    if first is None:
+        lines = ["(no turn)"]
+    else:
+        lines = [turns[first].get("raw") or turns[first].get("prose") or ""]
+        lines += [f"turn {t.get('turn', i + 1)}, {t.get('role')}: {action_text(t)}"
                   for i, t in enumerate(turns) if i > first]
     end = (f"deal, seller utility {out['seller_utility']:.3f}" if out.get("deal")
            else "no deal") + f"; S = {out.get('score', math.nan):+.3f}"

@@ -4,12 +4,12 @@ hand-read sample drawn per domain family (training, held-out, imported)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.protocol import action_text
 from negolib.games.multi_issue.record_scenarios import RecordScenarios
 from negolib.games.multi_issue.scenarios import Scenario
 from negolib.study.record_view import KEY_COLS, Record
@@ -21,14 +21,6 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def _action_text(turn: Mapping[str, Any]) -> str:
-    act = turn.get("action")
-    if act is None:
-        return f"bad parse ({turn.get('parse_error')})"
-    terms = ", ".join(f"{t['name']}={t['value']}" for t in act.get("terms") or ())
-    return act["action"] + (f" {terms}" if terms else "")
-
-
 def format_transcript(rec: Record, max_chars: int = 400) -> str:
     """A readable transcript: a header, then per turn the prose the counterpart read and the
     parsed action, then the final ledger."""
@@ -38,7 +30,7 @@ def format_transcript(rec: Record, max_chars: int = 400) -> str:
     lines = [head]
     for t in rec["turns"]:
         lines.append(f"T{t['turn']:>2} {t['role']:<6}: {_clip(t.get('prose') or '', max_chars)}")
-        lines.append(f"          -> {_action_text(t)}")
+        lines.append(f"          -> {action_text(t)}")
     if out:
         lines.append(f"final ledger: {out.get('final_ledger')}")
     return "\n".join(lines)

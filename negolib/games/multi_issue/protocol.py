@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -312,3 +313,13 @@ def apply_terms(domain: Domain, ledger: dict[str, Any], terms: tuple[Term, ...])
 def format_action(action: Action) -> str:
     """The JSON line of an action, as agents write it."""
     return json.dumps(action.to_dict())
+
+
+def action_text(turn: Mapping[str, Any]) -> str:
+    """A recorded turn's parsed action (:meth:`Action.to_dict` under ``"action"``) in one line:
+    ``COUNTER seats=240, deployment=cloud``, ``ACCEPT``, or ``bad parse (<why>)``."""
+    act = turn.get("action")
+    if act is None:
+        return f"bad parse ({turn.get('parse_error')})"
+    terms = ", ".join(f"{t['name']}={t['value']}" for t in act.get("terms") or ())
+    return act["action"] + (f" {terms}" if terms else "")
