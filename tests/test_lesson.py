@@ -52,8 +52,10 @@ def _arm(rng, n, p_deal, util_mean):
 
 def test_training_and_evaluation_share_rules_horizon_buyer_scaffold_and_domain():
     for accept in (True, False):
-        lesson = dataclasses.replace(LESSON, rounds=3, accept_applies_terms=accept, scaffold="evaluation")
+        lesson = dataclasses.replace(LESSON, rounds=3, accept_applies_terms=accept, scaffold="evaluation",
+                                     temperature=0.7)
         config = train_config(lesson)
+        assert config.temperature == 0.7  # the evaluation samples with train_config(lesson)'s decoding too
         assert env_config(config) == lesson_env(lesson)  # the training episodes' environment is the evaluation's
         assert config.scaffold == lesson.scaffold and config.max_rounds == lesson.rounds
         assert config.max_rollout_turns == lesson.rounds
@@ -160,6 +162,7 @@ def _smoke_data():
     ("domain", "moon", "unknown domain"),
     ("rollouts_per_scenario", 1, ">= 2 rollouts"),
     ("planning_sd", 0, "must be > 0"),
+    ("temperature", 0, "must be a finite number > 0"),
 ])
 def test_lesson_section_errors_name_file_and_field(field, value, message):
     data = _smoke_data()

@@ -89,7 +89,7 @@ def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
         micro_batch_size=min(per_step, lesson.micro_batch_size), max_steps=lesson.steps,
         learning_rate=lesson.learning_rate, warmup_steps=lesson.warmup_steps, kl_beta=lesson.kl_beta,
         loo_std_floor=lesson.loo_std_floor, lora_rank=lesson.lora_rank, lora_alpha=lesson.lora_alpha,
-        max_new_tokens=lesson.max_new_tokens,
+        max_new_tokens=lesson.max_new_tokens, temperature=lesson.temperature,
         max_prompt_tokens=lesson.max_prompt_tokens,
         max_context_tokens=lesson.max_prompt_tokens + (lesson.max_new_tokens + BUYER_TURN_TOKENS) * lesson.rounds,
         max_rollout_turns=lesson.rounds, max_rounds=lesson.rounds, scaffold=lesson.scaffold,
@@ -154,7 +154,8 @@ class Preregistration:
             f"+{self.expected_gain:.3f}: {'powered' if self.powered else 'NOT powered for it'}",
             f"task (training = evaluation but for the seeds): domain {d['domain']}, {d['rounds']} round(s), "
             f"{d['scaffold']} scaffold, {buyer_rule(d)}, ACCEPT terms "
-            f"{'applied' if d['accept_applies_terms'] else 'ignored'}",
+            f"{'applied' if d['accept_applies_terms'] else 'ignored'}, sampling temperature "
+            f"{d.get('temperature', 1.0):g}",
             f"training: {d['steps']} GRPO steps x {d['scenarios_per_step']} scenarios x "
             f"{d['rollouts_per_scenario']} rollouts at lr {d['learning_rate']:g}, KL beta {d['kl_beta']:g}, "
             f"leave-one-out std floor {d['loo_std_floor']:g}, "

@@ -12,6 +12,7 @@ one owner. This module imports only negolib's errors, schema and sampling, so th
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -365,6 +366,8 @@ class LessonConfig:
     lora_alpha: int = field(default=32, metadata=_help(
         "LoRA scale numerator (the adapters' update is alpha/rank x BA)."))
     max_new_tokens: int = field(default=128, metadata=_help("New tokens a seller turn."))
+    temperature: float = field(default=1.0, metadata=_help(
+        "Sampling temperature of the seller's turns, in training and evaluation alike (top-p as TrainConfig's)."))
     max_prompt_tokens: int = field(default=1024, metadata=_help("Prompt tokens kept (the oldest go first)."))
     eval_episodes: int = field(default=64, metadata=_help(
         "Paired evaluation episodes: one per reserved evaluation seed of the domain (each seed a cluster)."))
@@ -392,6 +395,8 @@ class LessonConfig:
             out.append(("min_valid_terms", f"must be >= 0, got {self.min_valid_terms}"))
         if not self.learning_rate > 0:
             out.append(("learning_rate", f"must be > 0, got {self.learning_rate}"))
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            out.append(("temperature", f"must be a finite number > 0, got {self.temperature}"))
         for name in ("kl_beta", "loo_std_floor", "warmup_steps", "lora_rank"):
             if getattr(self, name) < 0:
                 out.append((name, f"must be >= 0, got {getattr(self, name)}"))
