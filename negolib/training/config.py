@@ -12,7 +12,6 @@ one owner. This module imports only negolib's errors, schema and sampling, so th
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -395,8 +394,8 @@ class LessonConfig:
             out.append(("min_valid_terms", f"must be >= 0, got {self.min_valid_terms}"))
         if not self.learning_rate > 0:
             out.append(("learning_rate", f"must be > 0, got {self.learning_rate}"))
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            out.append(("temperature", f"must be a finite number > 0, got {self.temperature}"))
+        out += [(name, problem) for name, problem in sampling_problems(self.temperature, 1.0, 0, 1)
+                if name == "temperature"]  # the decoding rules' one owner (max_new_tokens is checked above)
         for name in ("kl_beta", "loo_std_floor", "warmup_steps", "lora_rank"):
             if getattr(self, name) < 0:
                 out.append((name, f"must be >= 0, got {getattr(self, name)}"))
