@@ -247,8 +247,10 @@ display(book.save_table(training_table(training_summary(logs, vals), paper)))
 
 # %% [markdown]
 # ## The matched lesson: train on a task, then play held-out seeds of the same task
-# The lesson starts from the policy the book's GRPO run starts from (its format warm-up, step 0) and trains it
-# with the same GRPO path on the pre-registered task; the table above states the task's buyer and horizon.
+# The lesson starts from the policy the book's GRPO run starts from (its format warm-up, step 0), or, where the
+# profile says `start: own_warmup`, from the same warm-up recipe rebuilt on the lesson's own task (its domain,
+# buyer, rules and horizon), and trains it with the same GRPO path on the pre-registered task; the table above
+# states the task's buyer and horizon.
 # The default profile's one-round lesson states its buyer's rule: it accepts an opening that names at least the
 # stated number of contract terms in range, and otherwise there is no deal (S = −0.3). On a deal the seller's
 # score is its utility, where an unnamed term counts at half its weight and a named one at the value named; so
@@ -271,12 +273,13 @@ if lesson is not None and importlib.util.find_spec("trl"):
         lesson_result,
         train_lesson,
     )
+    from negolib.study.lesson_start import lesson_start
     from negolib.study.report.lesson import decomposition_table, lesson_figure, lesson_table, side_by_side
-    from negolib.study.runs import training_run_dir, warmup_dir
 
     t0 = time.perf_counter()
-    start_seed = params.training.runs[lesson.start_run].seeds[0]
-    start_policy = warmup_dir(training_run_dir(params, lesson.start_run, start_seed))
+    start_policy = lesson_start(params, lesson, book.paths.lesson)  # `start: own_warmup` builds it (minutes)
+    t_start = time.perf_counter() - t0
+    t0 = time.perf_counter()
     lesson_dir = book.paths.lesson / lesson_key(lesson, start_policy, params.seed)  # other settings: another folder
     lesson_run = run_isolated(train_lesson, lesson, start_policy, lesson_dir / "run", seed=params.seed)
     t_train = time.perf_counter() - t0
@@ -285,7 +288,8 @@ if lesson is not None and importlib.util.find_spec("trl"):
     after = run_isolated(evaluate_lesson, lesson_run.checkpoint, lesson, eval_seed, lesson_dir / "eval_trained.jsonl")
     stats = params.statistics
     lesson_res = lesson_result(before, after, lesson, stats.n_resamples, stats.seed, stats.alpha)
-    print(f"lesson: {lesson.steps} GRPO steps in {t_train:.0f} s, evaluation of both arms in "
+    print(f"lesson: start policy ready in {t_start:.0f} s ({lesson.start}), {lesson.steps} GRPO steps in "
+          f"{t_train:.0f} s, evaluation of both arms in "
           f"{time.perf_counter() - t0 - t_train:.0f} s")
     print("RESULT:", lesson_res.verdict)
 else:

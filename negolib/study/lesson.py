@@ -155,12 +155,21 @@ class Preregistration:
             f"task (training = evaluation but for the seeds): domain {d['domain']}, {d['rounds']} round(s), "
             f"{d['scaffold']} scaffold, {buyer_rule(d)}, ACCEPT terms "
             f"{'applied' if d['accept_applies_terms'] else 'ignored'}, sampling temperature "
-            f"{d.get('temperature', 1.0):g}",
+            f"{d.get('temperature', 1.0):g}, at most {d['max_new_tokens']} new tokens a turn",
+            f"start: {_start_words(d)}",
             f"training: {d['steps']} GRPO steps x {d['scenarios_per_step']} scenarios x "
             f"{d['rollouts_per_scenario']} rollouts at lr {d['learning_rate']:g}, KL beta {d['kl_beta']:g}, "
             f"leave-one-out std floor {d['loo_std_floor']:g}, "
             + (f"LoRA rank {d['lora_rank']} (alpha {d['lora_alpha']})" if d.get('lora_rank') else "full fine-tuning"),
         ]
+
+
+def _start_words(design: dict[str, Any]) -> str:
+    """The start policy in words, from a lesson's fields."""
+    if design.get("start", "run_warmup") == "own_warmup":
+        return (f"run {design['start_run']}'s format warm-up recipe, rebuilt on this task "
+                f"({design['start_warmup_scenarios']} training scenarios of the domain against the lesson's buyer)")
+    return f"step 0 of run {design['start_run']} (its format warm-up on that run's domains and buyers)"
 
 
 def preregister(lesson: LessonConfig, alpha: float = 0.05) -> Preregistration:

@@ -320,6 +320,10 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
+OWN_WARMUP_SEED_OFFSET = 1000  # first training seed of a lesson's own warm-up (GRPO's seeds stay below it)
+LESSON_STARTS = ("run_warmup", "own_warmup")
+
+
 @dataclass(frozen=True)
 class LessonConfig:
     """The matched lesson (ours): GRPO trained and evaluated on ONE task that differs only in its seeds.
@@ -334,7 +338,14 @@ class LessonConfig:
     that matter. Every field's help below is the schema; :meth:`problems` lists what is wrong."""
 
     start_run: str = field(default="", metadata=_help(
-        "The profile's training run whose step 0 (its format warm-up) is the policy the lesson starts from."))
+        "The profile's training run whose format warm-up the lesson starts from (start: run_warmup), or whose "
+        "warm-up recipe and initial model it rebuilds on the lesson's own task (start: own_warmup)."))
+    start: str = field(default="run_warmup", metadata=_help(
+        "The start policy: 'run_warmup' (step 0 of start_run, warmed up on that run's domains and buyers) or "
+        "'own_warmup' (start_run's warm-up recipe from its initial model, on the lesson's own task: its domain's "
+        "training seeds from 1000 on, its buyer, rules, horizon and scaffold)."))
+    start_warmup_scenarios: int = field(default=48, metadata=_help(
+        "Scenarios (training seeds of the domain) the own warm-up's demonstrations play (start: own_warmup)."))
     domain: str = field(default="software_license", metadata=_help(
         "The one domain trained on (training seeds) and evaluated on (reserved evaluation seeds)."))
     buyer: str = field(default="accepting", metadata=_help(
@@ -384,6 +395,16 @@ class LessonConfig:
         out: list[tuple[str, str]] = []
         if not self.start_run:
             out.append(("start_run", "must name a training run of the profile"))
+        if self.start not in LESSON_STARTS:
+            out.append(("start", f"must be one of {list(LESSON_STARTS)}, got {self.start!r}"))
+        if self.start_warmup_scenarios < 1:
+            out.append(("start_warmup_scenarios", f"must be >= 1, got {self.start_warmup_scenarios}"))
+        elif self.start == "own_warmup" and OWN_WARMUP_SEED_OFFSET + self.start_warmup_scenarios > 4096:
+            out.append(("start_warmup_scenarios",
+                        f"training seeds end at 4095: at most {4096 - OWN_WARMUP_SEED_OFFSET}"))
+        if self.steps * self.scenarios_per_step > OWN_WARMUP_SEED_OFFSET:
+            out.append(("steps", f"steps x scenarios_per_step training seeds must stay below {OWN_WARMUP_SEED_OFFSET} "
+                                 "(the own warm-up's seeds start there)"))
         for name in ("rounds", "steps", "scenarios_per_step", "micro_batch_size", "max_new_tokens",
                      "max_prompt_tokens", "eval_episodes", "eval_batch"):
             if getattr(self, name) < 1:
