@@ -239,6 +239,10 @@ def _check_lesson(p: Params) -> None:
     if run.warmup is None:
         raise ValidationError(p.source, "lesson.start_run",
                               f"run {lesson.start_run!r} has no format warm-up: its step 0 would be the raw model")
+    if lesson.start == "own_warmup" and run.init not in p.arms:
+        raise ValidationError(p.source, "lesson.start",
+                              f"own_warmup rebuilds run {lesson.start_run!r}'s warm-up from its initial model, but the "
+                              f"run continues another ({run.init!r}): start it from an arm, or use run_warmup")
     if lesson.buyer != "accepting" and lesson.buyer not in STRATEGIES:
         raise ValidationError(p.source, "lesson.buyer",
                               f"must be 'accepting' or a scripted strategy {sorted(STRATEGIES)}, got {lesson.buyer!r}")

@@ -66,6 +66,19 @@ def test_start_errors_name_file_and_field(tmp_path, lesson, message):
     assert f"lesson.{field}" in str(exc.value) and "smoke.yaml" in str(exc.value)
 
 
+def test_own_warmup_of_a_continued_run_is_refused(tmp_path):
+    with open("params/smoke.yaml") as f:
+        data = yaml.safe_load(f)
+    data["output_dir"] = str(tmp_path / "out")
+    data["lesson"]["start"] = "own_warmup"
+    data["training"]["runs"]["tiny_grpo"]["init"] = "tiny_evalscaffold@2"
+    with pytest.raises(ValidationError, match="continues another") as exc:
+        parse_params(data, "smoke.yaml")
+    assert "lesson.start" in str(exc.value)
+    data["lesson"]["start"] = "run_warmup"  # control: the same profile loads when the lesson starts from the run's
+    assert parse_params(data, "smoke.yaml").lesson.start == "run_warmup"  # own warm-up, whatever the run continues
+
+
 def test_preregistration_states_the_start(tmp_path):
     own = "\n".join(preregister(_smoke(tmp_path, start="own_warmup").lesson).lines())
     run = "\n".join(preregister(_smoke(tmp_path).lesson).lines())

@@ -45,7 +45,7 @@ def own_warmup_plan(params: Params, lesson: LessonConfig) -> tuple[str, WarmupCo
     warm-up recipe (seeded by that run's first seed), its scaffolds replaced by the lesson's."""
     run = params.training.runs[lesson.start_run]
     seed = run.seeds[0]
-    init = spec_model_path(params.arms[run.init.partition("@")[0]], params)
+    init = spec_model_path(params.arms[run.init], params)  # an arm: the profile loader refuses a continuation
     warm = warmup_config(params, lesson.start_run, seed)
     if warm is None:  # the profile loader refuses this; a hand-built Params may not have been checked
         raise ValueError(f"run {lesson.start_run!r} has no warm-up recipe for the lesson's own warm-up")
