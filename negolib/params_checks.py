@@ -13,9 +13,10 @@ from negolib.agent_spec import opening_source
 from negolib.core.errors import ValidationError
 from negolib.game_params import check_games, check_unique
 from negolib.games.multi_issue.domains import load_domains
+from negolib.games.multi_issue.scenarios import TRAIN_SEED_BLOCK
 from negolib.games.multi_issue.scripted import STRATEGIES
 from negolib.profile_genius import check_genius_names
-from negolib.training.config import TrainConfig, WarmupConfig
+from negolib.training.config import OWN_WARMUP_SEED_OFFSET, TrainConfig, WarmupConfig
 
 Params = Any  # a typed profile (negolib.params.Params, which imports this module)
 
@@ -239,6 +240,10 @@ def _check_lesson(p: Params) -> None:
     if run.warmup is None:
         raise ValidationError(p.source, "lesson.start_run",
                               f"run {lesson.start_run!r} has no format warm-up: its step 0 would be the raw model")
+    room = len(TRAIN_SEED_BLOCK) - OWN_WARMUP_SEED_OFFSET  # training seeds the own warm-up may take
+    if lesson.start == "own_warmup" and lesson.start_warmup_scenarios > room:
+        raise ValidationError(p.source, "lesson.start_warmup_scenarios",
+                              f"training seeds end at {TRAIN_SEED_BLOCK[-1]}: at most {room}")
     if lesson.start == "own_warmup" and run.init not in p.arms:
         raise ValidationError(p.source, "lesson.start",
                               f"own_warmup rebuilds run {lesson.start_run!r}'s warm-up from its initial model, but the "

@@ -44,9 +44,8 @@ def own_warmup_plan(params: Params, lesson: LessonConfig) -> tuple[str, WarmupCo
     """``(initial model path, warm-up config)`` of the lesson's own warm-up: the start run's initial model and
     warm-up recipe (seeded by that run's first seed), its scaffolds replaced by the lesson's."""
     run = params.training.runs[lesson.start_run]
-    seed = run.seeds[0]
     init = spec_model_path(params.arms[run.init], params)  # an arm: the profile loader refuses a continuation
-    warm = warmup_config(params, lesson.start_run, seed)
+    warm = warmup_config(params, lesson.start_run)  # seeded by the run's first seed
     if warm is None:  # the profile loader refuses this; a hand-built Params may not have been checked
         raise ValueError(f"run {lesson.start_run!r} has no warm-up recipe for the lesson's own warm-up")
     return init, dataclasses.replace(warm, scaffolds=(lesson.scaffold,))
@@ -64,7 +63,10 @@ def own_warmup_items(lesson: LessonConfig, seed: int = 0) -> list[Any]:
 def own_warmup_dir(params: Params, lesson: LessonConfig, root: str | Path) -> Path:
     """The run folder of the lesson's own warm-up: ``root/start_<key>``, ``key`` a hash of the task fields, the
     recipe and the initial model (another task or recipe: another folder, never a stale model)."""
-    init, warm = own_warmup_plan(params, lesson)
+    return _own_dir(lesson, *own_warmup_plan(params, lesson), root)
+
+
+def _own_dir(lesson: LessonConfig, init: str, warm: WarmupConfig, root: str | Path) -> Path:
     task = {name: getattr(lesson, name) for name in ("domain", "buyer", "min_valid_terms", "rounds", "scaffold",
                                                       "accept_applies_terms", "start_warmup_scenarios")}
     blob = json.dumps([task, dataclasses.asdict(warm), str(init)], sort_keys=True, default=str)
@@ -76,18 +78,18 @@ def lesson_start(params: Params, lesson: LessonConfig, root: str | Path, isolate
     """The model folder the lesson starts from (see the module docstring); the own warm-up is built when it is
     missing (with ``isolate``, in a child process, so its memory is returned before GRPO starts)."""
     if lesson.start == "run_warmup":
-        path = warmup_dir(training_run_dir(params, lesson.start_run, params.training.runs[lesson.start_run].seeds[0]))
+        path = warmup_dir(training_run_dir(params, lesson.start_run))  # the run's first seed
         if not path.is_dir():
             raise FileNotFoundError(f"the lesson starts from {path}, the warm-up of run {lesson.start_run!r}, "
                                     "which is not built yet (notebook 03 trains that run first)")
         return path
-    out = own_warmup_dir(params, lesson, root)
+    init, warm = own_warmup_plan(params, lesson)
+    out = _own_dir(lesson, init, warm, root)
     if warmup_ready(out) and warmup_dir(out).is_dir():
         return warmup_dir(out)
     import torch
 
-    seed = params.training.runs[lesson.start_run].seeds[0]
-    init, warm = own_warmup_plan(params, lesson)
+    seed = params.training.runs[lesson.start_run].seeds[0]  # the buyer's and the scenarios' seed, as the run's
     cuda = torch.cuda.is_available()
     build = functools.partial(run_format_warmup, resolve_model_path(init), out, warm, own_warmup_items(lesson, seed),
                               {buyer_name(lesson): lesson_buyer(lesson, seed)}, lesson_env(lesson),
