@@ -248,9 +248,9 @@ def _check_lesson(p: Params) -> None:
         raise ValidationError(p.source, "lesson.start",
                               f"own_warmup rebuilds run {lesson.start_run!r}'s warm-up from its initial model, but the "
                               f"run continues another ({run.init!r}): start it from an arm, or use run_warmup")
-    if lesson.buyer != "accepting" and lesson.buyer not in STRATEGIES:
-        raise ValidationError(p.source, "lesson.buyer",
-                              f"must be 'accepting' or a scripted strategy {sorted(STRATEGIES)}, got {lesson.buyer!r}")
+    if lesson.buyer not in ("accepting", "deadline") and lesson.buyer not in STRATEGIES:
+        raise ValidationError(p.source, "lesson.buyer", f"must be 'accepting', 'deadline' or a scripted strategy "
+                                                        f"{sorted(STRATEGIES)}, got {lesson.buyer!r}")
     domains = load_domains()
     if lesson.domain not in domains:
         raise ValidationError(p.source, "lesson.domain", f"unknown domain {lesson.domain!r}; known: {sorted(domains)}")

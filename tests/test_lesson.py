@@ -283,3 +283,58 @@ def test_episode_text_shows_every_later_turn_of_a_multi_round_episode():
                      "turn 3, seller: bad parse (no JSON object)", "turn 4, buyer: ACCEPT",
                      "-> no deal; S = -0.300"]
     assert episode_text({"turns": [], "outcome": {"deal": False, "score": -0.3}}).startswith("(no turn)")
+
+
+# -- the deadline buyer (the course lesson's: holding firm is paid at the deadline) ---------------------------
+
+def _play_deadline(seller, lesson, n=8, buyer=None):
+    from negolib.games.multi_issue.rollout import make_specs, run_episodes
+    from negolib.study.lesson import buyer_name, eval_scenarios
+
+    scenarios = eval_scenarios(dataclasses.replace(lesson, eval_episodes=n))
+    name = buyer_name(lesson)
+    res = run_episodes(make_specs("s", "s", [name], scenarios, lesson_env(lesson)),
+                       {"s": seller, name: buyer or lesson_buyer(lesson)}, progress=False)
+    return [r["outcome"] for r in res.records]
+
+
+def test_the_deadline_buyer_pays_holding_firm_at_its_last_turn_and_accepts_nothing_earlier():
+    from negolib.games.multi_issue.scripted import make_scripted
+
+    lesson = dataclasses.replace(LESSON, buyer="deadline", rounds=4)
+    assert lesson_buyer(lesson).name == "lesson_deadline"
+    firm = _play_deadline(make_scripted("fixed_offer", name="s"), lesson)  # names its best contract every turn
+    assert all(o["deal"] and o["closed_by"] == "buyer" and o["turns"] == 8 for o in firm)
+    assert min(o["score"] for o in firm) > 0.99
+    soft = _play_deadline(make_scripted("conceder", name="s"), lesson)  # takes one of the buyer's counters
+    assert all(o["closed_by"] == "seller" or o["turns"] == 8 for o in soft)  # the buyer accepts only at turn 8
+    assert any(o["closed_by"] == "seller" and o["turns"] < 8 for o in soft)
+    assert np.mean([o["score"] for o in soft]) < np.mean([o["score"] for o in firm]) - 0.1
+    # twin: the same firm seller against the Conceder without a deadline (its reservation binds): mostly no deal
+    plain = _play_deadline(make_scripted("fixed_offer", name="s"), lesson,
+                           buyer=make_scripted("conceder", name="lesson_deadline"))
+    assert sum(o["deal"] for o in plain) < len(plain) / 2
+
+
+def test_the_deadline_buyer_accepts_no_deal_when_the_sellers_last_turn_does_not_parse():
+    from negolib.agents.base import Agent, AgentReply
+    from negolib.games.multi_issue.scripted import make_scripted
+
+    firm = make_scripted("fixed_offer", name="s")
+
+    class BreaksLast(Agent):
+        name, backend = "s", "scripted"
+
+        def act_batch(self, views):
+            return [AgentReply("I will think about it.") if v.turn == 7 else firm.act_batch([v])[0] for v in views]
+
+    lesson = dataclasses.replace(LESSON, buyer="deadline", rounds=4)
+    assert not any(o["deal"] for o in _play_deadline(BreaksLast(), lesson))
+
+
+def test_a_profile_may_name_the_deadline_buyer():
+    data = _smoke_data()
+    data["lesson"].update(buyer="deadline", rounds=4)
+    params = parse_params(data, "smoke.yaml")
+    assert params.lesson.buyer == "deadline"
+    assert "accepts only at its last turn (round 4)" in " ".join(preregister(params.lesson).lines())

@@ -33,6 +33,7 @@ import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.games.multi_issue.env import EnvConfig, PartyView
+from negolib.games.multi_issue.scripted import TimeDependentAgent
 from negolib.models import tiny_llama
 from negolib.training.config import TrainConfig
 
@@ -241,6 +242,24 @@ class AcceptingBuyer(Agent):
             else:
                 out.append(AgentReply("Please make me an offer that names the terms you want."))
         return out
+
+
+class DeadlineBuyer(TimeDependentAgent):
+    """A conceding buyer with a deadline (a matched lesson's buyer, ours). It counters as the paper game's Conceder
+    does (Faratin e = 2: from its best contract toward its reservation value, most of the way in the first rounds)
+    but accepts nothing before its last turn; at its last turn it must buy, and accepts the seller's standing offer
+    if the seller's last turn was a parsed COUNTER (a turn that did not parse makes no offer: no deal). A seller who
+    holds firm to the deadline is paid its own last counter; one who ACCEPTs the buyer's earlier counter takes that
+    counter, worth less to it (RESULTS.md gives the scripted sellers' scores against it)."""
+
+    def __init__(self, name: str = "lesson_deadline", seed: int = 0) -> None:
+        super().__init__(name, seed, e=2.0)
+
+    def accepts(self, view: PartyView, next_bid_utility: float) -> bool:
+        last = view.history[-1] if view.history else None
+        if last is None or last.role == view.role or not last.offered:
+            return False
+        return view.turn + 2 > view.config.max_turns  # no later turn of its own: the deadline
 
 
 def rung_config(spec: RungSpec, seed: int) -> TrainConfig:
@@ -457,6 +476,6 @@ def run_rung(out_dir: str | Path, seed: int = 0, sabotage: Sabotage | None = Non
     return evaluate_rung(train_rung(out_dir, seed, sabotage, spec, progress), sabotage)
 
 
-__all__ = ["BUYER", "SABOTAGES", "AcceptingBuyer", "Gain", "RungResult", "RungSpec", "TrainedRung",
+__all__ = ["BUYER", "SABOTAGES", "AcceptingBuyer", "DeadlineBuyer", "Gain", "RungResult", "RungSpec", "TrainedRung",
            "action_texts", "evaluate_arm", "evaluate_rung", "ladder_tokenizer", "level_terms", "paired_gain",
            "run_rung", "rung_config", "save_initial_model", "save_tiny_llama", "train_rung"]

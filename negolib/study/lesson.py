@@ -39,7 +39,7 @@ from negolib.stats import (
     signflip_diffs,
     summarize,
 )
-from negolib.study.ladder import BUYER, AcceptingBuyer
+from negolib.study.ladder import BUYER, AcceptingBuyer, DeadlineBuyer
 from negolib.training.config import LessonConfig, TrainConfig
 
 PRIMARY = "S"
@@ -67,14 +67,19 @@ def buyer_rule(design: dict[str, Any]) -> str:
     """The buyer's rule in words, from a lesson's fields (``dataclasses.asdict(lesson)``)."""
     if design["buyer"] == "accepting":
         return f"buyer accepts an opening naming >= {design['min_valid_terms']} contract term(s) in range"
+    if design["buyer"] == "deadline":
+        return (f"a conceding buyer with a deadline: it counters as the Conceder does and accepts only at its last "
+                f"turn (round {design['rounds']}), the seller's standing offer if the seller's last turn parsed")
     return f"scripted {design['buyer']} buyer (the paper game's time-dependent family)"
 
 
 def lesson_buyer(lesson: LessonConfig, seed: int = 0) -> Agent:
-    """The lesson's buyer (the same kind in training and evaluation): the accepting buyer with its stated rule, or
-    the named scripted strategy of the paper's game."""
+    """The lesson's buyer (the same kind in training and evaluation): the accepting or the deadline buyer with its
+    stated rule, or the named scripted strategy of the paper's game."""
     if lesson.buyer == "accepting":
         return AcceptingBuyer(lesson.min_valid_terms)
+    if lesson.buyer == "deadline":
+        return DeadlineBuyer(buyer_name(lesson), seed)
     from negolib.games.multi_issue.scripted import make_scripted
 
     return make_scripted(lesson.buyer, name=buyer_name(lesson), seed=seed)

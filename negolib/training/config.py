@@ -350,8 +350,10 @@ class LessonConfig:
         "The one domain trained on (training seeds) and evaluated on (reserved evaluation seeds)."))
     buyer: str = field(default="accepting", metadata=_help(
         "The buyer, in training and evaluation alike: 'accepting' (it accepts the seller's opening COUNTER when it "
-        "names at least min_valid_terms contract terms in range) or a scripted strategy of the paper's game "
-        "(e.g. 'conceder': a time-dependent buyer that concedes early, for a multi-round lesson)."))
+        "names at least min_valid_terms contract terms in range), 'deadline' (a conceding buyer that must buy by "
+        "its last turn: it counters as the Conceder does, accepts nothing earlier, and at its last turn accepts the "
+        "seller's standing offer if the seller's last turn parsed), or a scripted strategy of the paper's game "
+        "(e.g. 'conceder': a time-dependent buyer that concedes early)."))
     min_valid_terms: int = field(default=1, metadata=_help(
         "The accepting buyer's stated rule: it accepts an opening naming at least this many contract terms in "
         "range (ignored by scripted buyers)."))
