@@ -338,3 +338,15 @@ def test_a_profile_may_name_the_deadline_buyer():
     params = parse_params(data, "smoke.yaml")
     assert params.lesson.buyer == "deadline"
     assert "accepts only at its last turn (round 4)" in " ".join(preregister(params.lesson).lines())
+
+
+def test_the_evaluation_shows_the_seller_the_context_training_shows():
+    """Training appends every round to one context (cap ``max_context_tokens``); the evaluation's prompt cap is
+    that cap, not the opening prompt's (twin: ``max_prompt_tokens`` alone cannot hold a 4-round history)."""
+    from negolib.study.lesson import eval_prompt_cap
+
+    lesson = dataclasses.replace(LESSON, rounds=4, max_new_tokens=192, max_prompt_tokens=1024)
+    assert eval_prompt_cap(lesson) == train_config(lesson).max_context_tokens - 1
+    assert eval_prompt_cap(lesson) >= lesson.max_prompt_tokens + 3 * (lesson.max_new_tokens + 96)
+    one_round = dataclasses.replace(lesson, rounds=1)
+    assert eval_prompt_cap(one_round) < eval_prompt_cap(lesson)

@@ -110,7 +110,8 @@ def lesson_key(lesson: LessonConfig, start: str | Path, seed: int) -> str:
     made under other settings."""
     import hashlib
 
-    blob = json.dumps([asdict(lesson), str(Path(start).resolve()), int(seed)], sort_keys=True, default=str)
+    evaluation = {"eval_prompt_cap": eval_prompt_cap(lesson)}
+    blob = json.dumps([asdict(lesson), str(Path(start).resolve()), int(seed), evaluation], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -231,6 +232,14 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
     return LessonRun(str(checkpoint), RunLog(out, TRAIN_LOG).rows(), str(out))
 
 
+def eval_prompt_cap(lesson: LessonConfig) -> int:
+    """The evaluation seller's prompt cap: the training context's (:func:`train_config`'s ``max_context_tokens``,
+    less the end-of-turn token). Training appends every round to one context (its opening prompt capped at
+    ``max_prompt_tokens``), so a seller evaluated under ``max_prompt_tokens`` alone would lose the episode's history
+    from the third round on (a 4-round episode with 192-token turns) where training showed it all."""
+    return train_config(lesson).max_context_tokens - 1
+
+
 def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: str | Path | None = None,
                     progress: bool = False) -> list[dict[str, Any]]:
     """Records of the ``hf`` arm served from ``weights``, one episode per evaluation scenario against the lesson's
@@ -246,7 +255,7 @@ def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: 
     arm = "lesson_seller"
     c = train_config(lesson)
     spec = AgentSpec(backend="hf", path=str(weights), scaffold=lesson.scaffold, batch_size=lesson.eval_batch,
-                     prompt_cap=lesson.max_prompt_tokens,
+                     prompt_cap=eval_prompt_cap(lesson),
                      sampling=Sampling(c.temperature, c.top_p, c.top_k, lesson.max_new_tokens))
     seller = build_agent(arm, spec, seed, cache=ModelCache(), role="seller")
     scenarios = eval_scenarios(lesson)
@@ -446,5 +455,6 @@ def episode_text(record: dict[str, Any]) -> str:
 
 
 __all__ = ["COMMON", "Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
-           "decompose", "episode_text", "eval_scenarios", "evaluate_lesson", "lesson_buyer", "lesson_env",
-           "lesson_headline", "lesson_key", "lesson_result", "preregister", "train_config", "train_lesson"]
+           "decompose", "episode_text", "eval_prompt_cap", "eval_scenarios", "evaluate_lesson", "lesson_buyer",
+           "lesson_env", "lesson_headline", "lesson_key", "lesson_result", "preregister", "train_config",
+           "train_lesson"]

@@ -380,7 +380,9 @@ class LessonConfig:
     max_new_tokens: int = field(default=128, metadata=_help("New tokens a seller turn."))
     temperature: float = field(default=1.0, metadata=_help(
         "Sampling temperature of the seller's turns, in training and evaluation alike (top-p as TrainConfig's)."))
-    max_prompt_tokens: int = field(default=1024, metadata=_help("Prompt tokens kept (the oldest go first)."))
+    max_prompt_tokens: int = field(default=1024, metadata=_help(
+        "Tokens kept of the opening prompt (the oldest go first); each round then adds its turns to the context, "
+        "up to max_new_tokens + 96 tokens a round, in training and evaluation alike."))
     eval_episodes: int = field(default=64, metadata=_help(
         "Paired evaluation episodes: one per reserved evaluation seed of the domain (each seed a cluster)."))
     eval_batch: int = field(default=32, metadata=_help("Episodes advancing together in the evaluation."))
