@@ -350,3 +350,17 @@ def test_the_evaluation_shows_the_seller_the_context_training_shows():
     assert eval_prompt_cap(lesson) >= lesson.max_prompt_tokens + 3 * (lesson.max_new_tokens + 96)
     one_round = dataclasses.replace(lesson, rounds=1)
     assert eval_prompt_cap(one_round) < eval_prompt_cap(lesson)
+
+
+def test_the_deadline_buyer_buys_only_a_last_counter_that_sets_its_stated_number_of_terms():
+    from negolib.games.multi_issue.scripted import make_scripted
+
+    lesson = dataclasses.replace(LESSON, buyer="deadline", rounds=4, min_valid_terms=3)
+    assert lesson_buyer(lesson).min_valid_terms == 3
+    two = _play_deadline(make_scripted("fixed_offer", name="s", max_terms=2), lesson)  # sets 2 terms a counter
+    assert not any(o["deal"] for o in two)
+    # twin: the same seller against the rule it meets (2 terms) closes every episode at the deadline
+    met = _play_deadline(make_scripted("fixed_offer", name="s", max_terms=2),
+                         dataclasses.replace(lesson, min_valid_terms=2))
+    assert all(o["deal"] and o["turns"] == 8 for o in met)
+    assert "set >= 3 contract term(s) in range" in " ".join(preregister(lesson).lines())

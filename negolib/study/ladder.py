@@ -248,18 +248,29 @@ class DeadlineBuyer(TimeDependentAgent):
     """A conceding buyer with a deadline (a matched lesson's buyer, ours). It counters as the paper game's Conceder
     does (Faratin e = 2: from its best contract toward its reservation value, most of the way in the first rounds)
     but accepts nothing before its last turn; at its last turn it must buy, and accepts the seller's standing offer
-    if the seller's last turn was a parsed COUNTER (a turn that did not parse makes no offer: no deal). A seller who
-    holds firm to the deadline is paid its own last counter; one who ACCEPTs the buyer's earlier counter takes that
-    counter, worth less to it (RESULTS.md gives the scripted sellers' scores against it)."""
+    if the seller's last turn was a parsed COUNTER that set at least ``min_valid_terms`` contract terms in range (terms
+    whose value the counter changed: a term out of range or off the schema changes nothing). A seller who holds firm
+    to the deadline is paid its own last counter; one who ACCEPTs the buyer's earlier counter takes that counter,
+    worth less to it (RESULTS.md gives the scripted sellers' scores against it)."""
 
-    def __init__(self, name: str = "lesson_deadline", seed: int = 0) -> None:
+    def __init__(self, name: str = "lesson_deadline", seed: int = 0, min_valid_terms: int = 0) -> None:
         super().__init__(name, seed, e=2.0)
+        if min_valid_terms < 0:
+            raise ValueError(f"min_valid_terms must be >= 0, got {min_valid_terms}")
+        self.min_valid_terms = min_valid_terms
 
     def accepts(self, view: PartyView, next_bid_utility: float) -> bool:
         last = view.history[-1] if view.history else None
         if last is None or last.role == view.role or not last.offered:
             return False
-        return view.turn + 2 > view.config.max_turns  # no later turn of its own: the deadline
+        if view.turn + 2 <= view.config.max_turns:  # a later turn of its own: not yet the deadline
+            return False
+        before = view.history[-2].ledger if len(view.history) > 1 else {}
+        moved = sum(last.ledger.get(issue.name, None) != before.get(issue.name, None) for issue in view.domain.issues)
+        return moved >= self.min_valid_terms
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "min_valid_terms": self.min_valid_terms}
 
 
 def rung_config(spec: RungSpec, seed: int) -> TrainConfig:

@@ -68,8 +68,10 @@ def buyer_rule(design: dict[str, Any]) -> str:
     if design["buyer"] == "accepting":
         return f"buyer accepts an opening naming >= {design['min_valid_terms']} contract term(s) in range"
     if design["buyer"] == "deadline":
+        named = (f" and set >= {design['min_valid_terms']} contract term(s) in range" if design["min_valid_terms"]
+                 else "")
         return (f"a conceding buyer with a deadline: it counters as the Conceder does and accepts only at its last "
-                f"turn (round {design['rounds']}), the seller's standing offer if the seller's last turn parsed")
+                f"turn (round {design['rounds']}), the seller's standing offer if the seller's last turn parsed{named}")
     return f"scripted {design['buyer']} buyer (the paper game's time-dependent family)"
 
 
@@ -79,7 +81,7 @@ def lesson_buyer(lesson: LessonConfig, seed: int = 0) -> Agent:
     if lesson.buyer == "accepting":
         return AcceptingBuyer(lesson.min_valid_terms)
     if lesson.buyer == "deadline":
-        return DeadlineBuyer(buyer_name(lesson), seed)
+        return DeadlineBuyer(buyer_name(lesson), seed, lesson.min_valid_terms)
     from negolib.games.multi_issue.scripted import make_scripted
 
     return make_scripted(lesson.buyer, name=buyer_name(lesson), seed=seed)

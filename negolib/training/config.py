@@ -352,11 +352,13 @@ class LessonConfig:
         "The buyer, in training and evaluation alike: 'accepting' (it accepts the seller's opening COUNTER when it "
         "names at least min_valid_terms contract terms in range), 'deadline' (a conceding buyer that must buy by "
         "its last turn: it counters as the Conceder does, accepts nothing earlier, and at its last turn accepts the "
-        "seller's standing offer if the seller's last turn parsed), or a scripted strategy of the paper's game "
+        "seller's standing offer if the seller's last turn parsed and set min_valid_terms terms), or a scripted "
+        "strategy of the paper's game "
         "(e.g. 'conceder': a time-dependent buyer that concedes early)."))
     min_valid_terms: int = field(default=1, metadata=_help(
         "The accepting buyer's stated rule: it accepts an opening naming at least this many contract terms in "
-        "range (ignored by scripted buyers)."))
+        "range; the deadline buyer's: at its last turn it accepts a last counter that sets at least this many "
+        "(ignored by scripted buyers)."))
     rounds: int = field(default=1, metadata=_help("Rounds an episode lasts, in training and evaluation alike."))
     scaffold: Scaffold = field(default="training", metadata=_help(
         "The prompt scaffold, in training and evaluation alike."))
