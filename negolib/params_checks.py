@@ -16,7 +16,7 @@ from negolib.games.multi_issue.domains import load_domains
 from negolib.games.multi_issue.scenarios import TRAIN_SEED_BLOCK
 from negolib.games.multi_issue.scripted import STRATEGIES
 from negolib.profile_genius import check_genius_names
-from negolib.training.config import OWN_WARMUP_SEED_OFFSET, TrainConfig, WarmupConfig
+from negolib.training.config import OWN_WARMUP_SEED_OFFSET, RULE_BUYERS, TrainConfig, WarmupConfig
 
 Params = Any  # a typed profile (negolib.params.Params, which imports this module)
 
@@ -248,8 +248,8 @@ def _check_lesson(p: Params) -> None:
         raise ValidationError(p.source, "lesson.start",
                               f"own_warmup rebuilds run {lesson.start_run!r}'s warm-up from its initial model, but the "
                               f"run continues another ({run.init!r}): start it from an arm, or use run_warmup")
-    if lesson.buyer not in ("accepting", "deadline") and lesson.buyer not in STRATEGIES:
-        raise ValidationError(p.source, "lesson.buyer", f"must be 'accepting', 'deadline' or a scripted strategy "
+    if lesson.buyer not in RULE_BUYERS and lesson.buyer not in STRATEGIES:
+        raise ValidationError(p.source, "lesson.buyer", f"must be one of {list(RULE_BUYERS)} or a scripted strategy "
                                                         f"{sorted(STRATEGIES)}, got {lesson.buyer!r}")
     domains = load_domains()
     if lesson.domain not in domains:

@@ -33,7 +33,7 @@ import numpy as np
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.games.multi_issue.env import EnvConfig, PartyView
-from negolib.games.multi_issue.scripted import TimeDependentAgent
+from negolib.games.multi_issue.scripted import TimeDependentAgent, offer_to_answer
 from negolib.models import tiny_llama
 from negolib.training.config import TrainConfig
 
@@ -234,10 +234,9 @@ class AcceptingBuyer(Agent):
     def act_batch(self, views: Sequence[PartyView]) -> list[AgentReply]:
         out = []
         for v in views:
-            last = v.history[-1] if v.history else None
+            last = offer_to_answer(v)  # the seller's last turn, when it parsed
             schema = {issue.name for issue in v.domain.issues}
-            if (last is not None and last.role == "seller" and last.offered
-                    and sum(name in schema for name in last.ledger) >= self.min_valid_terms):
+            if last is not None and sum(name in schema for name in last.ledger) >= self.min_valid_terms:
                 out.append(AgentReply('Agreed.\n{"action": "ACCEPT"}'))
             else:
                 out.append(AgentReply("Please make me an offer that names the terms you want."))
@@ -260,13 +259,11 @@ class DeadlineBuyer(TimeDependentAgent):
         self.min_valid_terms = min_valid_terms
 
     def accepts(self, view: PartyView, next_bid_utility: float) -> bool:
-        last = view.history[-1] if view.history else None
-        if last is None or last.role == view.role or not last.offered:
-            return False
-        if view.turn + 2 <= view.config.max_turns:  # a later turn of its own: not yet the deadline
+        last = offer_to_answer(view)
+        if last is None or view.turn + 2 <= view.config.max_turns:  # no offer, or a later turn of its own left
             return False
         before = view.history[-2].ledger if len(view.history) > 1 else {}
-        moved = sum(last.ledger.get(issue.name, None) != before.get(issue.name, None) for issue in view.domain.issues)
+        moved = sum(last.ledger.get(issue.name) != before.get(issue.name) for issue in view.domain.issues)
         return moved >= self.min_valid_terms
 
     def settings(self) -> dict[str, Any]:

@@ -322,6 +322,7 @@ def _help(text: str) -> dict[str, str]:
 
 OWN_WARMUP_SEED_OFFSET = 1000  # first training seed of a lesson's own warm-up (GRPO's seeds stay below it)
 LESSON_STARTS = ("run_warmup", "own_warmup")
+RULE_BUYERS = ("accepting", "deadline")  # the lesson's buyers with a stated rule (others: scripted strategies)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 from negolib.agents.base import Agent, AgentReply
 from negolib.games.multi_issue.domains import Domain, Issue
-from negolib.games.multi_issue.env import PartyView
+from negolib.games.multi_issue.env import HistoryEntry, PartyView
 from negolib.games.multi_issue.scenarios import PartyPrefs, other
 from negolib.games.multi_issue.utility import best_contract, normalized_utility
 
@@ -142,6 +142,13 @@ def _mix(*xs: int) -> int:
     return h
 
 
+def offer_to_answer(view: PartyView) -> HistoryEntry | None:
+    """The counterpart's last turn when it made an offer this party may answer (it parsed as an action), else None:
+    a turn that did not parse leaves the ledger holding this party's own last offer."""
+    last = view.history[-1] if view.history else None
+    return last if last is not None and last.role != view.role and last.offered else None
+
+
 class ScriptedAgent(Agent):
     """Base class: subclasses choose a target and a bid; this class speaks and accepts."""
 
@@ -174,8 +181,7 @@ class ScriptedAgent(Agent):
         A counterpart turn that did not parse makes no offer (the ledger still holds this party's
         own last offer), so it is answered with a counter, never an accept **(ours)**.
         """
-        last = view.history[-1] if view.history else None
-        if last is None or last.role == view.role or not last.offered:
+        if offer_to_answer(view) is None:
             return False
         u = self.utility(view, view.ledger)
         return u >= view.prefs.reservation and u >= next_bid_utility
