@@ -47,8 +47,8 @@ def spied_grpo(run: Callable[[], Any]) -> tuple[Any, list[Any], list[Any], list[
         batches.append(real_play(self, *a, **k))
         return batches[-1]
 
-    def trl_output(self):
-        outputs.append(real_output(self))
+    def trl_output(self, *a, **k):
+        outputs.append(real_output(self, *a, **k))
         return outputs[-1]
 
     with pytest.MonkeyPatch.context() as mp:

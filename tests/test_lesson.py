@@ -163,6 +163,7 @@ def _smoke_data():
     ("rollouts_per_scenario", 1, ">= 2 rollouts"),
     ("planning_sd", 0, "must be > 0"),
     ("temperature", 0, "must be a finite number > 0"),
+    ("trained_turns", "first", "must be one of"),
 ])
 def test_lesson_section_errors_name_file_and_field(field, value, message):
     data = _smoke_data()
@@ -262,6 +263,12 @@ def test_lora_lesson_reaches_the_trainer_and_the_preregistration():
     assert "full fine-tuning" in preregister(LESSON).lines()[-1]
     assert ("lora_rank", "must be >= 0, got -1") in dataclasses.replace(LESSON, lora_rank=-1).problems()
     assert load_params("params/default.yaml").lesson.lora_rank > 0  # the default lesson trains adapters
+
+
+def test_trained_turns_is_named_in_the_preregistration():
+    last = dataclasses.replace(LESSON, trained_turns="last")
+    assert "seller's last turn only" in preregister(last).lines()[-1]
+    assert "last turn" not in preregister(LESSON).lines()[-1]
 
 
 def _turn(n: int, role: str, action: str | None, terms: dict[str, object] | None = None) -> dict[str, object]:

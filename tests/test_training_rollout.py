@@ -219,6 +219,43 @@ def _first_view():
     return Episode(ITEMS[0].scenario, env_config(CFG)).view("seller")
 
 
+def test_trained_turns_last_masks_every_seller_turn_but_the_last(tok, tags):
+    stubborn = {n: StubbornBuyer() for n in CFG.buyer_mixture}
+    gen = TextGenerator(tok, tags, counter_text)
+    batch = engine(tok, tags, gen, buyers=stubborn).play([ITEMS[0], ITEMS[1]])
+    for t in batch.trajectories:
+        check_alignment(t, tags)
+        assert t.seller_turns == CFG.max_rounds  # the buyer never closes: every round has a seller turn
+        assert t.loss_mask("all") == t.env_mask
+        last = t.loss_mask("last")
+        starts = [0]
+        for _, ids in t.segments:
+            starts.append(starts[-1] + len(ids))
+        seller = [i for i, (kind, _) in enumerate(t.segments) if kind == "seller"]
+        on = [p for p, m in enumerate(last) if m]
+        assert on == list(range(starts[seller[-1]], starts[seller[-1] + 1]))  # exactly the last seller turn
+        assert 0 < sum(last) < sum(t.env_mask)  # the earlier seller turns are masked
+        assert all(t.env_mask[p] for p in on)  # never a buyer or scaffold token
+    out = batch.trl_output("last")
+    assert out["env_mask"] == [t.loss_mask("last") for t in batch.trajectories]
+    assert batch.trl_output()["env_mask"] == [t.env_mask for t in batch.trajectories]
+    with pytest.raises(ValueError, match="trained_turns"):
+        batch.trajectories[0].loss_mask("first")
+
+
+def test_trained_turns_is_checked_and_reaches_the_lesson_recipe():
+    from negolib.core.errors import ValidationError
+    from negolib.training.config import LessonConfig
+
+    with pytest.raises(ValidationError, match="trained_turns"):
+        TrainConfig(trained_turns="first")
+    from negolib.study.lesson import train_config
+
+    lesson = LessonConfig(start_run="r", trained_turns="last")
+    assert train_config(lesson).trained_turns == "last"
+    assert train_config(LessonConfig(start_run="r")).trained_turns == "all"
+
+
 def test_prompt_cap_keeps_the_end(tok, tags):
     gen = TextGenerator(tok, tags, counter_text)
     t = engine(tok, tags, gen, limits=RolloutLimits(256, 16384, 100, 13)).play([ITEMS[0]]).trajectories[0]

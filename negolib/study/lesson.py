@@ -100,7 +100,8 @@ def train_config(lesson: LessonConfig, seed: int = 0) -> TrainConfig:
         max_prompt_tokens=lesson.max_prompt_tokens,
         max_context_tokens=lesson.max_prompt_tokens + (lesson.max_new_tokens + BUYER_TURN_TOKENS) * lesson.rounds,
         max_rollout_turns=lesson.rounds, max_rounds=lesson.rounds, scaffold=lesson.scaffold,
-        accept_applies_terms=lesson.accept_applies_terms, buyer_mixture={buyer_name(lesson): 1.0},
+        accept_applies_terms=lesson.accept_applies_terms, trained_turns=lesson.trained_turns,
+        buyer_mixture={buyer_name(lesson): 1.0},
         train_domains=(lesson.domain,), train_seeds_per_domain=lesson.steps * lesson.scenarios_per_step,
         validate_every=0, save_every=lesson.steps, dtype="float32", seed=seed, data_seed=seed,
     )
@@ -168,7 +169,9 @@ class Preregistration:
             f"training: {d['steps']} GRPO steps x {d['scenarios_per_step']} scenarios x "
             f"{d['rollouts_per_scenario']} rollouts at lr {d['learning_rate']:g}, KL beta {d['kl_beta']:g}, "
             f"leave-one-out std floor {d['loo_std_floor']:g}, "
-            + (f"LoRA rank {d['lora_rank']} (alpha {d['lora_alpha']})" if d.get('lora_rank') else "full fine-tuning"),
+            + (f"LoRA rank {d['lora_rank']} (alpha {d['lora_alpha']})" if d.get('lora_rank') else "full fine-tuning")
+            + ("; the loss trains on the seller's last turn only (its earlier turns masked)"
+               if d.get("trained_turns", "all") == "last" else ""),
         ]
 
 

@@ -23,6 +23,8 @@ from negolib.core.schema import build
 Scaffold = Literal["training", "evaluation"]
 Backend = Literal["auto", "hf", "vllm"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
+TrainedTurns = Literal["all", "last"]
+TRAINED_TURNS: tuple[str, ...] = ("all", "last")
 LR_ARMS: dict[str, float] = {"1x": 1.0, "3x": 3.0, "10x": 10.0}
 """The paper's learning-rate arms as multiples of the shared rate 1e-6 [§4 "Learning-rate arms"]."""
 
@@ -82,6 +84,14 @@ class TrainConfig:
                           "(the matched lesson). Every profile states which it uses."},
     )
     scaffold: Scaffold = "training"  # "evaluation" is a beyond-paper arm
+    trained_turns: TrainedTurns = field(
+        default="all",
+        metadata={"help": "Which of an episode's seller turns the loss trains on. 'all' (the paper's recipe): every "
+                          "seller token carries the episode's advantage. 'last' (ours): only the seller's last turn "
+                          "does, the others are masked like the buyer's tokens; right where the reward depends on "
+                          "that turn alone (the deadline buyer: its counters before its last turn depend on time "
+                          "only, so the outcome is the seller's last move), wrong elsewhere."},
+    )
     # -- buyers and data [§4 "Held-out buyers"] ----------------------------------------------
     buyer_mixture: Mapping[str, float] = field(
         default_factory=lambda: {"conceder": 0.8, "hardheaded": 0.2}
@@ -177,6 +187,10 @@ class TrainConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValidationError(src, name, f"must be >= 0, got {getattr(self, name)}")
+        if self.trained_turns not in TRAINED_TURNS:
+            raise ValidationError(
+                src, "trained_turns", f"must be one of {list(TRAINED_TURNS)}, got {self.trained_turns!r}"
+            )
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValidationError(src, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
         if self.generation_batch_size is not None and self.generation_batch_size < 1:
@@ -381,6 +395,10 @@ class LessonConfig:
     lora_alpha: int = field(default=32, metadata=_help(
         "LoRA scale numerator (the adapters' update is alpha/rank x BA)."))
     max_new_tokens: int = field(default=128, metadata=_help("New tokens a seller turn."))
+    trained_turns: TrainedTurns = field(default="all", metadata=_help(
+        "Which seller turns of an episode the loss trains on: 'all' (every one carries the episode's advantage) or "
+        "'last' (only the seller's last turn: right for the deadline buyer, whose earlier counters depend on time "
+        "only, so the episode's outcome is decided by the seller's last move)."))
     temperature: float = field(default=1.0, metadata=_help(
         "Sampling temperature of the seller's turns, in training and evaluation alike (top-p as TrainConfig's)."))
     max_prompt_tokens: int = field(default=1024, metadata=_help(
@@ -417,6 +435,8 @@ class LessonConfig:
             out.append(("rollouts_per_scenario", "GRPO needs >= 2 rollouts per scenario"))
         if self.min_valid_terms < 0:
             out.append(("min_valid_terms", f"must be >= 0, got {self.min_valid_terms}"))
+        if self.trained_turns not in TRAINED_TURNS:
+            out.append(("trained_turns", f"must be one of {list(TRAINED_TURNS)}, got {self.trained_turns!r}"))
         if not self.learning_rate > 0:
             out.append(("learning_rate", f"must be > 0, got {self.learning_rate}"))
         out += [(name, problem) for name, problem in sampling_problems(self.temperature, 1.0, 0, 1)

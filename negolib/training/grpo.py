@@ -264,7 +264,7 @@ def make_rollout_func(
                 rec["step"] = step
                 recs.append(rec)
             append(transcripts, recs)
-        return batch.trl_output()
+        return batch.trl_output(factory.config.trained_turns)
 
     return rollout_func
 

@@ -263,6 +263,21 @@ class Trajectory:
         self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
         self.segments.append((kind, ids))
 
+    def loss_mask(self, trained_turns: str = "all") -> list[int]:
+        """The (C,) mask the loss sees: ``env_mask`` for ``"all"``; for ``"last"`` only the tokens of the last
+        policy segment (the seller's last turn) are 1. An excluded trajectory's mask is all zero."""
+        if self.excluded:
+            return [0] * len(self.env_mask)
+        if trained_turns == "all":
+            return list(self.env_mask)
+        if trained_turns != "last":
+            raise ValueError(f"trained_turns must be 'all' or 'last', got {trained_turns!r}")
+        last = max((i for i, (kind, _) in enumerate(self.segments) if kind != "env"), default=None)
+        out: list[int] = []
+        for i, (_, ids) in enumerate(self.segments):
+            out += [int(i == last)] * len(ids)
+        return out
+
     @property
     def excluded(self) -> bool:
         """An error trajectory: left out of the update (see the module docstring)."""
@@ -352,15 +367,16 @@ class RolloutBatch:
         """The rewards the update sees: Eq. 1 per trajectory, imputed for excluded ones."""
         return self._imputed([t.reward for t in self.trajectories])
 
-    def trl_output(self) -> dict[str, list[Any]]:
+    def trl_output(self, trained_turns: str = "all") -> dict[str, list[Any]]:
         """What TRL's ``rollout_func`` returns: ids, logprobs, env_mask and per-episode extra fields.
-        An excluded (error) trajectory has an all-zero ``env_mask`` and an imputed reward and score."""
+        An excluded (error) trajectory has an all-zero ``env_mask`` and an imputed reward and score;
+        ``trained_turns="last"`` masks every seller turn but the last (:meth:`Trajectory.loss_mask`)."""
         ts = self.trajectories
         return {
             "prompt_ids": [t.prompt_ids for t in ts],
             "completion_ids": [t.completion_ids for t in ts],
             "logprobs": [t.logprobs for t in ts],
-            "env_mask": [[0] * len(t.env_mask) if t.excluded else t.env_mask for t in ts],
+            "env_mask": [t.loss_mask(trained_turns) for t in ts],
             "episode_reward": self.rewards(),
             "episode_score": self._imputed([t.score for t in ts]),
             "episode_deal": [float(t.deal) for t in ts],
