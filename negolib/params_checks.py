@@ -251,6 +251,13 @@ def _check_lesson(p: Params) -> None:
     if lesson.buyer not in RULE_BUYERS and lesson.buyer not in STRATEGIES:
         raise ValidationError(p.source, "lesson.buyer", f"must be one of {list(RULE_BUYERS)} or a scripted strategy "
                                                         f"{sorted(STRATEGIES)}, got {lesson.buyer!r}")
+    unknown = sorted(set(lesson.start_warmup_strategies) - set(STRATEGIES))
+    if unknown:
+        raise ValidationError(p.source, "lesson.start_warmup_strategies",
+                              f"unknown scripted strategies {unknown}; known: {sorted(STRATEGIES)}")
+    if lesson.start_warmup_strategies and lesson.start != "own_warmup":
+        raise ValidationError(p.source, "lesson.start_warmup_strategies",
+                              "only the own warm-up (start: own_warmup) is built from them")
     domains = load_domains()
     if lesson.domain not in domains:
         raise ValidationError(p.source, "lesson.domain", f"unknown domain {lesson.domain!r}; known: {sorted(domains)}")

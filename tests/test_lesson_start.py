@@ -49,8 +49,18 @@ def test_own_warmup_folder_follows_the_task_and_the_recipe_but_not_the_evaluatio
     assert own_warmup_dir(params, dataclasses.replace(lesson, eval_episodes=8), tmp_path) == here
     assert own_warmup_dir(params, dataclasses.replace(lesson, learning_rate=1e-2), tmp_path) == here
     for change in ({"buyer": "conceder"}, {"rounds": 3}, {"domain": "saas_contract"}, {"scaffold": "evaluation"},
-                   {"start_warmup_scenarios": 7}, {"accept_applies_terms": True}):
+                   {"start_warmup_scenarios": 7}, {"accept_applies_terms": True},
+                   {"start_warmup_strategies": ("hardliner", "boulware")}):
         assert own_warmup_dir(params, dataclasses.replace(lesson, **change), tmp_path) != here, change
+
+
+def test_own_warmup_imitates_the_named_sellers_or_else_the_runs(tmp_path):
+    params = _smoke(tmp_path, start="own_warmup", start_warmup_strategies=["hardliner", "linear"])
+    assert params.lesson.start_warmup_strategies == ("hardliner", "linear")
+    assert own_warmup_plan(params, params.lesson)[1].strategies == ("hardliner", "linear")
+    plain = _smoke(tmp_path, start="own_warmup")
+    run_recipe = own_warmup_plan(plain, dataclasses.replace(plain.lesson, start="run_warmup"))[1]
+    assert own_warmup_plan(plain, plain.lesson)[1].strategies == run_recipe.strategies  # the run's recipe
 
 
 @pytest.mark.parametrize("lesson,message", [
@@ -58,11 +68,14 @@ def test_own_warmup_folder_follows_the_task_and_the_recipe_but_not_the_evaluatio
     ({"start": "own_warmup", "start_warmup_scenarios": 0}, "must be >= 1"),
     ({"start": "own_warmup", "start_warmup_scenarios": 4000}, "at most 3096"),
     ({"steps": 501, "scenarios_per_step": 2}, "must stay below 1000"),
+    ({"start": "own_warmup", "start_warmup_strategies": ["hardliner", "bulldozer"]}, r"unknown scripted.*bulldozer"),
+    ({"start": "run_warmup", "start_warmup_strategies": ["hardliner"]}, "only the own warm-up"),
 ])
 def test_start_errors_name_file_and_field(tmp_path, lesson, message):
     with pytest.raises(ValidationError, match=message) as exc:
         _smoke(tmp_path, **lesson)
-    field = "steps" if "steps" in lesson else ("start" if len(lesson) == 1 else "start_warmup_scenarios")
+    field = ("steps" if "steps" in lesson else "start_warmup_strategies" if "start_warmup_strategies" in lesson
+             else "start" if len(lesson) == 1 else "start_warmup_scenarios")
     assert f"lesson.{field}" in str(exc.value) and "smoke.yaml" in str(exc.value)
 
 

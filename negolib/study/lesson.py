@@ -178,8 +178,11 @@ class Preregistration:
 def _start_words(design: dict[str, Any]) -> str:
     """The start policy in words, from a lesson's fields."""
     if design.get("start", "run_warmup") == "own_warmup":
+        sellers = design.get("start_warmup_strategies") or ()
+        imitating = f", imitating the scripted {', '.join(sellers)} sellers" if sellers else ""
         return (f"run {design['start_run']}'s format warm-up recipe, rebuilt on this task "
-                f"({design['start_warmup_scenarios']} training scenarios of the domain against the lesson's buyer)")
+                f"({design['start_warmup_scenarios']} training scenarios of the domain against the lesson's "
+                f"buyer{imitating})")
     return f"step 0 of run {design['start_run']} (its format warm-up on that run's domains and buyers)"
 
 

@@ -42,13 +42,15 @@ __all__ = ["lesson_start", "own_warmup_dir", "own_warmup_items", "own_warmup_pla
 
 def own_warmup_plan(params: Params, lesson: LessonConfig) -> tuple[str, WarmupConfig]:
     """``(initial model path, warm-up config)`` of the lesson's own warm-up: the start run's initial model and
-    warm-up recipe (seeded by that run's first seed), its scaffolds replaced by the lesson's."""
+    warm-up recipe (seeded by that run's first seed), its scaffolds replaced by the lesson's, and its scripted
+    sellers by ``start_warmup_strategies`` where the lesson names them."""
     run = params.training.runs[lesson.start_run]
     init = spec_model_path(params.arms[run.init], params)  # an arm: the profile loader refuses a continuation
     warm = warmup_config(params, lesson.start_run)  # seeded by the run's first seed
     if warm is None:  # the profile loader refuses this; a hand-built Params may not have been checked
         raise ValueError(f"run {lesson.start_run!r} has no warm-up recipe for the lesson's own warm-up")
-    return init, dataclasses.replace(warm, scaffolds=(lesson.scaffold,))
+    strategies = tuple(lesson.start_warmup_strategies) or warm.strategies
+    return init, dataclasses.replace(warm, scaffolds=(lesson.scaffold,), strategies=strategies)
 
 
 def own_warmup_items(lesson: LessonConfig, seed: int = 0) -> list[Any]:

@@ -361,6 +361,10 @@ class LessonConfig:
         f"training seeds from {OWN_WARMUP_SEED_OFFSET} on, its buyer, rules, horizon and scaffold)."))
     start_warmup_scenarios: int = field(default=48, metadata=_help(
         "Scenarios (training seeds of the domain) the own warm-up's demonstrations play (start: own_warmup)."))
+    start_warmup_strategies: tuple[str, ...] = field(default=(), metadata=_help(
+        "The scripted sellers whose turns the own warm-up imitates (start: own_warmup), in rotation; empty: the "
+        "start run's warm-up recipe's. A start that has seen several styles (one that holds its opening, others "
+        "that concede) gives GRPO's groups different outcomes to choose between."))
     domain: str = field(default="software_license", metadata=_help(
         "The one domain trained on (training seeds) and evaluated on (reserved evaluation seeds)."))
     buyer: str = field(default="accepting", metadata=_help(
