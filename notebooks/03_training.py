@@ -255,9 +255,12 @@ display(book.save_table(training_table(training_summary(logs, vals), paper)))
 # stated number of contract terms in range, and otherwise there is no deal (S = −0.3). On a deal the seller's
 # score is its utility, where an unnamed term counts at half its weight and a named one at the value named; so
 # what pays is reading one's private brief and opening firm on the terms that matter most. The course profile's
-# multi-round lesson plays a scripted conceding buyer instead (it gives ground early), so what pays there is
-# holding firm while it concedes. Then both the start and the trained policy play the same held-out scenarios
-# with the same sampling seeds, and the difference is read with the paired seed-cluster bootstrap.
+# multi-round lesson plays a conceding buyer with a deadline instead: it concedes over its turns, accepts nothing
+# before its last one, and then buys the seller's standing offer, so what pays there is holding firm to the end.
+# Its counters before its deadline depend on time only, so only the seller's last turn decides the deal, and that
+# lesson trains the loss on that turn alone (`trained_turns: last`; the design line above says so). Then both the
+# start and the trained policy play the same held-out scenarios with the same sampling seeds, and the difference
+# is read with the paired seed-cluster bootstrap.
 #
 # A rise in S can come from closing more often (the deal rate) or from better deals (utility on deals). The
 # lesson asks for both to be shown: the S gain with its interval, the utility on deals with its interval, and the
