@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from negolib.core.errors import ValidationError
 from negolib.core.sampling import Decoding, sampling_problems
@@ -24,7 +24,7 @@ Scaffold = Literal["training", "evaluation"]
 Backend = Literal["auto", "hf", "vllm"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 TrainedTurns = Literal["all", "last"]
-TRAINED_TURNS: tuple[str, ...] = ("all", "last")
+TRAINED_TURNS: tuple[str, ...] = get_args(TrainedTurns)
 LR_ARMS: dict[str, float] = {"1x": 1.0, "3x": 3.0, "10x": 10.0}
 """The paper's learning-rate arms as multiples of the shared rate 1e-6 [§4 "Learning-rate arms"]."""
 
