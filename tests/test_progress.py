@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from negolib.book.progress import CellHeartbeat
-from negolib.core.progress import PROGRESS_ENV, ProgressBar, read_progress, report
+from negolib.core.progress import PROGRESS_ENV, ProgressBar, TurnReporter, read_progress, report
 
 
 def test_report_writes_one_line_where_the_environment_says_and_nothing_otherwise(tmp_path):
@@ -64,3 +64,22 @@ def test_heartbeat_prefers_the_reported_line_to_the_printed_one(tmp_path):
     old = (now - timedelta(minutes=5)).timestamp()  # reported before this cell began: not this cell's
     os.utime(progress, (old, old))
     assert beat.beat().endswith("| format warm-up:   0%|          | 0/24")
+
+
+class _Episode:
+    def __init__(self, done: bool) -> None:
+        self.done = done
+
+
+def test_turn_reporter_counts_turns_and_ended_episodes_and_always_reports_the_last_end(tmp_path):
+    target = tmp_path / "p.txt"
+    env = {PROGRESS_ENV: str(target)}
+    turns = TurnReporter("lesson evaluation of start", episodes=2, every_s=3600.0, environ=env)
+    turns(_Episode(False))  # the first turn is reported at once
+    assert target.read_text().strip() == "lesson evaluation of start: 1 turns played, 0 of 2 episodes ended"
+    turns(_Episode(False))
+    turns(_Episode(True))  # within every_s and not the last end: counted, not reported
+    assert target.read_text().strip().endswith("1 turns played, 0 of 2 episodes ended")
+    turns(_Episode(True))  # the last episode ended: reported whatever the time
+    assert target.read_text().strip() == "lesson evaluation of start: 4 turns played, 2 of 2 episodes ended"
+    assert (turns.turns, turns.ended) == (4, 2)

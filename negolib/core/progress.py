@@ -5,13 +5,16 @@ Contract: the book runner names a file in the kernel's environment (:data:`PROGR
 notebook; :func:`report` overwrites that file with one line (atomically), and does nothing when the variable is
 unset (a plain script, a test). :class:`ProgressBar` is ``tqdm.auto.tqdm`` that also reports
 ``desc: n/total unit`` at most once a second and when it closes; :func:`read_progress` returns the line if it was
-written at or after a given time (so a finished cell's progress never labels the next one).
+written at or after a given time (so a finished cell's progress never labels the next one). :class:`TurnReporter` is
+an ``on_turn`` callback for a rollout whose episodes all advance together (so that they end together and an episode
+count stays at 0 until the end): it reports turns played and episodes ended.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,4 +79,29 @@ class ProgressBar(tqdm):
         return f"{label}{self.n:g}{of} {self.unit}"
 
 
-__all__ = ["PROGRESS_ENV", "ProgressBar", "read_progress", "report"]
+@dataclass
+class TurnReporter:
+    """An ``on_turn(episode, reply)`` callback that :func:`report` s ``label: T turns played, E of N episodes ended``
+    (at most every ``every_s`` seconds, and when the last episode ends). ``episode`` needs a ``done`` attribute."""
+
+    label: str
+    episodes: int
+    every_s: float = REPORT_EVERY_S
+    environ: dict[str, str] | None = None
+    turns: int = 0
+    ended: int = 0
+    _reported_at: float = field(default=-float("inf"), repr=False)
+
+    def __call__(self, episode: Any, reply: Any = None) -> None:
+        self.turns += 1
+        self.ended += bool(getattr(episode, "done", False))
+        now = time.monotonic()
+        if self.ended >= self.episodes or now - self._reported_at >= self.every_s:
+            self._reported_at = now
+            report(self.progress_text(), self.environ)
+
+    def progress_text(self) -> str:
+        return f"{self.label}: {self.turns} turns played, {self.ended} of {self.episodes} episodes ended"
+
+
+__all__ = ["PROGRESS_ENV", "ProgressBar", "TurnReporter", "read_progress", "report"]

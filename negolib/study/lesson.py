@@ -255,6 +255,7 @@ def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: 
     same random numbers (identical weights play identical episodes). With ``path``, the records are kept there as
     JSON lines and read back on the next call."""
     from negolib.agents.factory import ModelCache, build_agent
+    from negolib.core.progress import TurnReporter
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
     from negolib.params import AgentSpec, Sampling
 
@@ -269,7 +270,8 @@ def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: 
     scenarios = eval_scenarios(lesson)
     buyer = buyer_name(lesson)
     specs = make_specs(arm, arm, [buyer], scenarios, lesson_env(lesson))
-    res = run_episodes(specs, {arm: seller, buyer: lesson_buyer(lesson, seed)}, progress=progress)
+    turns = TurnReporter(f"lesson evaluation of {Path(weights).name}", len(specs))  # the book's heartbeat
+    res = run_episodes(specs, {arm: seller, buyer: lesson_buyer(lesson, seed)}, progress=progress, on_turn=turns)
     by_key = {(r["domain"], int(r["seed"])): r for r in res.records}
     records = [by_key[(sc.domain.name, sc.seed)] for sc in scenarios]
     if path is not None:
