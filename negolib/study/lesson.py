@@ -253,7 +253,8 @@ def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: 
     """Records of the ``hf`` arm served from ``weights``, one episode per evaluation scenario against the lesson's
     buyer, in the lesson's environment and scaffold. Every arm plays under one label and ``seed``, so arms draw the
     same random numbers (identical weights play identical episodes). With ``path``, the records are kept there as
-    JSON lines and read back on the next call."""
+    JSON lines and read back on the next call. Progress (turns played, episodes ended) goes to the book's heartbeat
+    (:class:`negolib.core.progress.TurnReporter`)."""
     from negolib.agents.factory import ModelCache, build_agent
     from negolib.core.progress import TurnReporter
     from negolib.games.multi_issue.rollout import make_specs, run_episodes
@@ -270,7 +271,8 @@ def evaluate_lesson(weights: str | Path, lesson: LessonConfig, seed: int, path: 
     scenarios = eval_scenarios(lesson)
     buyer = buyer_name(lesson)
     specs = make_specs(arm, arm, [buyer], scenarios, lesson_env(lesson))
-    turns = TurnReporter(f"lesson evaluation of {Path(weights).name}", len(specs))  # the book's heartbeat
+    name = Path(path).stem if path is not None else Path(weights).name  # eval_start, eval_trained: the arm
+    turns = TurnReporter(f"lesson evaluation ({name})", len(specs))  # the book's heartbeat
     res = run_episodes(specs, {arm: seller, buyer: lesson_buyer(lesson, seed)}, progress=progress, on_turn=turns)
     by_key = {(r["domain"], int(r["seed"])): r for r in res.records}
     records = [by_key[(sc.domain.name, sc.seed)] for sc in scenarios]
