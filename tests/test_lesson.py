@@ -115,7 +115,14 @@ def test_better_deals_are_learning_and_more_deals_alone_are_named_as_such():
     better = _arm(np.random.default_rng(3), 60, 0.9, 0.75)
     res = lesson_result(start, better, LESSON, n_resamples=2000)
     assert res.estimates["S"].ci_low > 0 and res.estimates["utility on deals"].diff > 0
-    assert res.verdict.startswith("learned")
+    assert res.verdict == "learned: S rose and utility on deals rose (both intervals exclude zero)"
+    assert res.estimates["utility on deals"].ci_low > 0
+    # more deals at the same utility: S rises, utility on deals neither falls nor rises
+    few = _records([0.5] * 20 + [-0.3] * 40, [True] * 20 + [False] * 40, [0.5] * 20 + [0.0] * 40)
+    all_closed = _records([0.5] * 60, [True] * 60, [0.5] * 60)
+    flat = lesson_result(few, all_closed, LESSON, n_resamples=2000)
+    assert flat.estimates["S"].ci_low > 0 and flat.estimates["utility on deals"].diff == 0
+    assert flat.verdict == "learned: S rose (interval excludes zero) and utility on deals did not fall"
     assert res.p_signflip < 0.05 and res.p_signflip_min == pytest.approx(1 / 2001)  # 60 clusters: Monte Carlo
     # more deals at worse utility: S rises, utility on deals falls
     low = _records([0.1] * 20 + [-0.3] * 40, [True] * 20 + [False] * 40, [0.1] * 20 + [0.0] * 40)

@@ -380,6 +380,8 @@ def _verdict(s: Estimate, u: Estimate) -> str:
         return "worse: S fell (the interval excludes zero from below)"
     if not s.ci_low > 0:
         return "no gain shown: the interval of the S gain does not exclude zero"
+    if math.isfinite(u.ci_low) and u.ci_low > 0:
+        return "learned: S rose and utility on deals rose (both intervals exclude zero)"
     if math.isfinite(u.diff) and u.diff >= 0:
         return "learned: S rose (interval excludes zero) and utility on deals did not fall"
     return "closes more, not a better price: S rose (interval excludes zero) but utility on deals fell"
