@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import datetime, timedelta, timezone
@@ -52,8 +53,6 @@ def test_heartbeat_prefers_the_reported_line_to_the_printed_one(tmp_path):
     cell = {"cell_type": "code", "source": "train(P)", "outputs": [
         {"output_type": "stream", "name": "stdout", "text": "format warm-up:   0%|          | 0/24"}],
         "metadata": {"papermill": {"status": "running", "start_time": (now - timedelta(seconds=30)).isoformat()}}}
-    import json
-
     nb.write_text(json.dumps({"cells": [cell]}))
     progress = tmp_path / "p.txt"
     lines: list[str] = []
@@ -64,6 +63,22 @@ def test_heartbeat_prefers_the_reported_line_to_the_printed_one(tmp_path):
     old = (now - timedelta(minutes=5)).timestamp()  # reported before this cell began: not this cell's
     os.utime(progress, (old, old))
     assert beat.beat().endswith("| format warm-up:   0%|          | 0/24")
+
+
+def test_heartbeat_names_the_age_of_a_reported_line_that_is_a_minute_old(tmp_path):
+    now = datetime.now(timezone.utc)
+    nb = tmp_path / "nb.ipynb"
+    cell = {"cell_type": "code", "source": "lesson = run_lesson(P)", "outputs": [],
+            "metadata": {"papermill": {"status": "running", "start_time": (now - timedelta(minutes=20)).isoformat()}}}
+    nb.write_text(json.dumps({"cells": [cell]}))
+    progress = tmp_path / "p.txt"
+    progress.write_text("GRPO step 2/2: reward +0.800 (103 s) " + "x" * 200 + "\n")
+    beat = CellHeartbeat(nb, "03_training", [].append, progress_file=progress)
+    assert "[reported" not in beat.beat()  # just written: no age
+    old = (now - timedelta(minutes=4, seconds=10)).timestamp()  # after the cell began, four minutes silent
+    os.utime(progress, (old, old))
+    line = beat.beat()
+    assert "| [reported 4m1" in line and "GRPO step 2/2" in line  # the age leads: a long line is cut at its end
 
 
 class _Episode:

@@ -7,7 +7,9 @@ among code cells, its first source line), how long it has run, and the last line
 example the notebook's own progress bar). :func:`running_cell` is the pure part: notebook JSON in,
 a :class:`CellStatus` out. With ``progress_file`` (the file the kernel's library calls write through
 :mod:`negolib.core.progress`), the line ends with what the running cell last reported there (``GRPO step 3/12: ...``,
-``episodes: 40/96 ep``) instead of its last printed line, whose widgets a saved notebook does not update.
+``episodes: 40/96 ep``) instead of its last printed line, whose widgets a saved notebook does not update;
+a reported line older than :data:`STALE_AFTER_S` is led by its age (``[reported 4m10s ago] GRPO step 2/2: ...``),
+so a long silent stretch after it (an evaluation after the last training step) does not read as a running step.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from negolib.core.progress import read_progress
 
 MAX_LINE_CHARS = 100
+STALE_AFTER_S = 60.0
 _TAG = re.compile(r"<[^>]*>")
 _OBJECT_REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-f]+)?>")
 
@@ -41,11 +44,17 @@ class CellStatus:
 
     def line(self, notebook: str) -> str:
         """One terminal line, e.g. ``03_training: cell 7/21 `train_all(...)` running 4m05s | steps: 50%``."""
-        m, s = divmod(int(self.elapsed_s), 60)
-        text = f"{notebook}: cell {self.index}/{self.n_cells} `{_cut(self.first_line, 50)}` running {m}m{s:02d}s"
+        text = (f"{notebook}: cell {self.index}/{self.n_cells} `{_cut(self.first_line, 50)}` "
+                f"running {_minutes(self.elapsed_s)}")
         if self.last_output:
             text += f" | {_cut(self.last_output, MAX_LINE_CHARS)}"
         return text
+
+
+def _minutes(seconds: float) -> str:
+    """``4m05s``."""
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s"
 
 
 def _cut(text: str, n: int) -> str:
@@ -101,6 +110,14 @@ def running_cell(nb: Mapping[str, Any], now: datetime) -> CellStatus | None:
     return None
 
 
+def _age_s(path: Path, now: float) -> float:
+    """Seconds since ``path`` was last written (0 if it cannot be read)."""
+    try:
+        return max(0.0, now - path.stat().st_mtime)
+    except OSError:
+        return 0.0
+
+
 class CellHeartbeat:
     """Context manager: every ``every_s`` seconds write ``running_cell(...).line(notebook)`` of the
     autosaved ``executed`` notebook with ``write`` (nothing while no cell runs or the file is being
@@ -126,6 +143,9 @@ class CellHeartbeat:
         if self.progress_file is not None:
             reported = read_progress(self.progress_file, now.timestamp() - status.elapsed_s)
             if reported:
+                age = _age_s(self.progress_file, now.timestamp())
+                if age >= STALE_AFTER_S:  # put first: a long line is cut at its end, and the age must show
+                    reported = f"[reported {_minutes(age)} ago] {reported}"
                 status = replace(status, last_output=reported)
         line = status.line(self.notebook)
         self.write(line)
@@ -144,4 +164,4 @@ class CellHeartbeat:
         self._thread.join(timeout=5)
 
 
-__all__ = ["CellHeartbeat", "CellStatus", "running_cell"]
+__all__ = ["STALE_AFTER_S", "CellHeartbeat", "CellStatus", "running_cell"]
