@@ -13,6 +13,8 @@ Commands:
   ``outputs/<profile>/site/index.html``; ``book run`` builds it at its end, or says in one line why not;
 * ``book handout``: course copies of the notebooks with the exercise solutions stripped, and a ZIP of them;
 * ``train``: a GRPO training run from a params profile;
+* ``lesson-seeds``: the profile's matched lesson trained at several training seeds from one start, each evaluated
+  on the book's held-out scenarios (resumable): one table row per seed and how many gained;
 * ``genius export`` / ``genius import``: one of our scenarios as a Genius folder, a Genius (ANAC) folder as a
   scenario file (``--genius`` on ``evaluate`` and ``tournament --game multi_issue`` plays either; docs/genius.md);
 * ``tournament``: a round robin of a registered game's agents (resumable; without ``--agents``, the game's
@@ -204,6 +206,34 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed_list(text: str) -> list[int]:
+    """``0-7`` or ``0,3,5`` (or both: ``0-3,7``) as a list of seeds."""
+    seeds: list[int] = []
+    for part in _csv(text):
+        lo, _, hi = part.partition("-")
+        seeds += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return seeds
+
+
+def cmd_lesson_seeds(args: argparse.Namespace) -> int:
+    from negolib.params import load_params
+    from negolib.study.lesson_seeds import lesson_seed_sweep, sweep_markdown, sweep_summary
+
+    params = load_params(args.params)
+    if args.output_dir:
+        params = params.with_output_dir(args.output_dir)
+    try:
+        seeds = _seed_list(args.seeds)
+    except ValueError:
+        print(f"error: --seeds {args.seeds!r}: give seeds as 0-7 or 0,3,5", file=sys.stderr)
+        return 2
+    out = args.out or str(params.out / "lesson_seeds")
+    rows = lesson_seed_sweep(params, seeds, out)
+    print("\n".join(sweep_markdown(rows)))
+    print(sweep_summary(rows).line())
+    return 0
+
+
 def cmd_tournament(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -372,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-resume", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("lesson-seeds", help="the matched lesson at several training seeds (resumable)")
+    p.add_argument("--params", required=True)
+    p.add_argument("--seeds", default="0-3", help="training seeds: 0-7, 0,3,5 or 0-3,7 (default 0-3)")
+    p.add_argument("--out", default=None, help="output folder (default: outputs/<profile>/lesson_seeds)")
+    p.add_argument("--output-dir", default=None, help="the profile's output folder (where the book's start is)")
+    p.set_defaults(fn=cmd_lesson_seeds)
 
     p = sub.add_parser("tournament", help="round robin of a game's agents in both roles (resumable)")
     p.add_argument("--game", required=True, help="a registered game (see `negolib games`)")

@@ -37,7 +37,8 @@ MAY_IMPORT_GAMES = {"negolib.cli", "negolib.__main__", "negolib.book.handout", "
                     "negolib.params_checks",
                     "negolib.game_params", "negolib.profile_genius", "negolib.agent_spec",
                     "negolib.agents.factory", "negolib.study.runs", "negolib.study.lesson",
-                    "negolib.study.lesson_start", "negolib.study.ladder", "negolib.study.ladder_trl", "negolib.envs",
+                    "negolib.study.lesson_start", "negolib.study.lesson_seeds", "negolib.study.ladder",
+                    "negolib.study.ladder_trl", "negolib.envs",
                     "negolib.games"}
 # package inits: they import only the shared machinery (study and book: nothing)
 PACKAGE_INITS = {"negolib", "negolib.agents", "negolib.training", "negolib.study", "negolib.book"}
