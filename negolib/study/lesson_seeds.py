@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from negolib.core.errors import ValidationError
+from negolib.core.formatting import fmt_ci, fmt_num
 from negolib.core.isolate import run_isolated
 from negolib.core.progress import report
 from negolib.params import Params
@@ -113,13 +113,8 @@ def sweep_summary(rows: Sequence[SeedRow]) -> SweepSummary:
 
 
 def _ci(e: Estimate) -> str:
-    if not math.isfinite(e.diff):
-        return "—"
-    return f"{e.diff:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}]"
-
-
-def _signed(x: float) -> str:
-    return f"{x:+.3f}" if math.isfinite(x) else "—"
+    """``+0.516 [+0.410, +0.615]`` (the decimals the bounds need to show their sign); a dash when undefined."""
+    return fmt_ci(e.diff, e.ci_low, e.ci_high, signed=True)
 
 
 def sweep_markdown(rows: Sequence[SeedRow]) -> list[str]:
@@ -130,8 +125,9 @@ def sweep_markdown(rows: Sequence[SeedRow]) -> list[str]:
     for r in rows:
         d = r.decomposition
         out.append(f"| {r.seed} | {r.s_gain.start:.3f} -> {r.s_gain.trained:.3f} | {_ci(r.s_gain)} | "
-                   f"{_ci(r.utility_on_deals)} | {_ci(r.deal_rate)} | {_signed(d.get('deal rate part', math.nan))} | "
-                   f"{_signed(d.get('deal utility part', math.nan))} | {r.bad_parse_rate.start:.3f} -> "
+                   f"{_ci(r.utility_on_deals)} | {_ci(r.deal_rate)} | "
+                   f"{fmt_num(d.get('deal rate part'), signed=True)} | "
+                   f"{fmt_num(d.get('deal utility part'), signed=True)} | {r.bad_parse_rate.start:.3f} -> "
                    f"{r.bad_parse_rate.trained:.3f} | {r.verdict} |")
     return out
 
