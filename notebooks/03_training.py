@@ -270,6 +270,7 @@ display(book.save_table(training_table(training_summary(logs, vals), paper)))
 if lesson is not None and importlib.util.find_spec("trl"):
     from negolib.study.lesson import (
         episode_text,
+        eval_sampling_seed,
         evaluate_lesson,
         lesson_headline,
         lesson_key,
@@ -286,7 +287,7 @@ if lesson is not None and importlib.util.find_spec("trl"):
     lesson_dir = book.paths.lesson / lesson_key(lesson, start_policy, params.seed)  # other settings: another folder
     lesson_run = run_isolated(train_lesson, lesson, start_policy, lesson_dir / "run", seed=params.seed)
     t_train = time.perf_counter() - t0
-    eval_seed = params.seed * 1_000_003 + 17  # one sampling seed for both arms: common random numbers
+    eval_seed = eval_sampling_seed(params.seed)  # one sampling seed for both arms: common random numbers
     before = run_isolated(evaluate_lesson, start_policy, lesson, eval_seed, lesson_dir / "eval_start.jsonl")
     after = run_isolated(evaluate_lesson, lesson_run.checkpoint, lesson, eval_seed, lesson_dir / "eval_trained.jsonl")
     stats = params.statistics

@@ -240,6 +240,11 @@ def train_lesson(lesson: LessonConfig, start: str | Path, out_dir: str | Path, s
     return LessonRun(str(checkpoint), RunLog(out, TRAIN_LOG).rows(), str(out))
 
 
+def eval_sampling_seed(seed: int) -> int:
+    """The lesson's evaluation sampling seed for a profile's ``seed``: one for every arm (common random numbers)."""
+    return seed * 1_000_003 + 17
+
+
 def eval_prompt_cap(lesson: LessonConfig) -> int:
     """The evaluation seller's prompt cap: the training context's (:func:`train_config`'s ``max_context_tokens``,
     less the end-of-turn token). Training appends every round to one context (its opening prompt capped at
@@ -468,7 +473,7 @@ def episode_text(record: dict[str, Any]) -> str:
     return "\n".join(lines) + f"\n-> {end}"
 
 
-__all__ = ["COMMON", "Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name", "buyer_rule",
-           "decompose", "episode_text", "eval_prompt_cap", "eval_scenarios", "evaluate_lesson", "lesson_buyer",
-           "lesson_env", "lesson_headline", "lesson_key", "lesson_result", "preregister", "train_config",
-           "train_lesson"]
+__all__ = ["COMMON", "Episodes", "Estimate", "LessonResult", "LessonRun", "Preregistration", "buyer_name",
+           "buyer_rule", "decompose", "episode_text", "eval_prompt_cap", "eval_sampling_seed", "eval_scenarios",
+           "evaluate_lesson", "lesson_buyer", "lesson_env", "lesson_headline", "lesson_key", "lesson_result",
+           "preregister", "train_config", "train_lesson"]

@@ -30,7 +30,7 @@ from negolib.core.formatting import fmt_ci, fmt_num
 from negolib.core.isolate import run_isolated
 from negolib.core.progress import report
 from negolib.params import Params
-from negolib.study.lesson import Estimate, evaluate_lesson, lesson_result, train_lesson
+from negolib.study.lesson import Estimate, eval_sampling_seed, evaluate_lesson, lesson_result, train_lesson
 from negolib.study.lesson_start import lesson_start
 from negolib.study.runs import train_run
 from negolib.training.config import LessonConfig
@@ -44,7 +44,7 @@ START_EVAL = "start_eval.jsonl"
 
 def eval_seed(params: Params) -> int:
     """The evaluation's sampling seed, notebook 03's: one for every arm (common random numbers)."""
-    return params.seed * 1_000_003 + 17
+    return eval_sampling_seed(params.seed)
 
 
 @dataclass(frozen=True)
